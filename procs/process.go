@@ -1,0 +1,221 @@
+package procs
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/sandbox-executor/sandbox-executor/executor"
+)
+
+// Status is the state of a background process, as the API names it.
+type Status string
+
+// The statuses. A process that died of a signal it was not sent through
+// Kill is StatusFailed.
+const (
+	StatusRunning   Status = "running"
+	StatusCompleted Status = "completed" // exited with status 0
+	StatusFailed    Status = "failed"    // exited non-zero or died of a signal
+	StatusKilled    Status = "killed"    // ended after Kill
+)
+
+// Process is one background process and its retained output.
+type Process struct {
+	ID        string
+	Command   string
+	PID       int
+	StartedAt time.Time
+
+	exec *executor.Process
+	done chan struct{} // closed by finish, after status leaves running
+
+	// mu guards everything below. Holding one lock while a batch of lines
+	// is stored and subscribers are woken, and while a subscriber copies
+	// lines out, is what gives each subscriber one sequence of lines from
+	// its backlog into live output: no gap and no duplicate.
+	mu          sync.Mutex
+	ring        ring
+	subs        map[*Subscription]struct{}
+	status      Status
+	exitCode    int
+	completedAt time.Time
+	killed      bool // Kill was called while it ran
+}
+
+// Info is a snapshot of a process for listing.
+type Info struct {
+	ID          string
+	PID         int
+	Status      Status
+	Command     string
+	ExitCode    *int      // nil while running
+	StartedAt   time.Time
+	CompletedAt time.Time // zero while running
+}
+
+// Info returns a snapshot of p.
+func (p *Process) Info() Info {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	info := Info{ID: p.ID, PID: p.PID, Status: p.status, Command: p.Command, StartedAt: p.StartedAt, CompletedAt: p.completedAt}
+	if p.status != StatusRunning {
+		code := p.exitCode
+		info.ExitCode = &code
+	}
+	return info
+}
+
+// Done returns a channel that is closed once p has ended and all its
+// output is stored.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+// addLines is p's executor.LineFunc: it copies a batch of lines into one
+// allocation, stores them and wakes the subscribers. It never blocks on a
+// subscriber.
+func (p *Process) addLines(s executor.Stream, t time.Time, lines [][]byte) {
+	total := 0
+	for _, l := range lines {
+		total += len(l)
+	}
+	arena := make([]byte, 0, total)
+	nanos := t.UnixNano()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, l := range lines {
+		start := len(arena)
+		arena = append(arena, l...)
+		p.ring.push(Line{Nanos: nanos, Stream: s, Data: arena[start:len(arena):len(arena)]})
+	}
+	p.wakeLocked()
+}
+
+// wakeLocked tells every subscriber that something changed. A subscriber
+// that has not yet taken its last wake-up needs no second one, so the send
+// never blocks. p.mu must be held.
+func (p *Process) wakeLocked() {
+	for sub := range p.subs {
+		select {
+		case sub.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// finish records how p ended and wakes its subscribers so they can end.
+func (p *Process) finish(res executor.Result) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.exitCode = res.Code
+	p.completedAt = time.Now()
+	switch {
+	case p.killed:
+		p.status = StatusKilled
+	case res.Code == 0:
+		p.status = StatusCompleted
+	default:
+		p.status = StatusFailed
+	}
+	close(p.done)
+	p.wakeLocked()
+}
+
+// signal sends sig to p's process group and marks p as killed. If p has
+// already ended it returns an error wrapping ErrNotRunning that names the
+// status.
+func (p *Process) signal(sig syscall.Signal) error {
+	p.mu.Lock()
+	if p.status != StatusRunning {
+		defer p.mu.Unlock()
+		return notRunning(p.status)
+	}
+	err := p.exec.Signal(sig)
+	p.killed = p.killed || err == nil
+	p.mu.Unlock()
+	if errors.Is(err, executor.ErrFinished) {
+		// It ended on its own just now; finish is about to run.
+		<-p.done
+		return notRunning(p.Info().Status)
+	}
+	return err
+}
+
+// logBytes returns the memory held by p's retained lines.
+func (p *Process) logBytes() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.ring.bytes
+}
+
+// releaseLogs drops p's retained lines.
+func (p *Process) releaseLogs() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.ring.reset()
+	p.wakeLocked()
+}
+
+// Subscription reads a process's lines from a given Seq on: first the
+// retained ones, then live ones as they arrive. It never holds up the
+// process: a subscriber that falls behind the ring skips what was evicted
+// and is told how many lines that was.
+type Subscription struct {
+	p    *Process
+	next uint64        // Seq of the next line to return
+	wake chan struct{} // capacity 1; see Process.wakeLocked
+}
+
+// Subscribe returns a Subscription that starts after line Seq after; 0
+// means from the oldest line retained. The caller must Close it.
+func (p *Process) Subscribe(after uint64) *Subscription {
+	s := &Subscription{p: p, next: after + 1, wake: make(chan struct{}, 1)}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.subs[s] = struct{}{}
+	return s
+}
+
+// Close removes s from its process at once. It is safe to call twice.
+func (s *Subscription) Close() {
+	s.p.mu.Lock()
+	defer s.p.mu.Unlock()
+	delete(s.p.subs, s)
+}
+
+// Next appends to dst up to cap(dst)-len(dst) lines (at least one) that
+// follow the last line it returned, and returns them with the number of
+// lines that were evicted before s could read them. If there is no such
+// line yet, Next waits for one when follow is true. It returns io.EOF once
+// every line has been returned and the process has ended, or, when follow
+// is false, once every line retained now has been returned; and ctx.Err()
+// if ctx ends first.
+func (s *Subscription) Next(ctx context.Context, dst []Line, follow bool) ([]Line, uint64, error) {
+	limit := max(cap(dst)-len(dst), 1)
+	for {
+		s.p.mu.Lock()
+		var missed uint64
+		if oldest := s.p.ring.oldest(); s.next < oldest {
+			missed, s.next = oldest-s.next, oldest
+		}
+		n := len(dst)
+		dst = s.p.ring.appendFrom(dst, s.next, limit)
+		s.next += uint64(len(dst) - n)
+		ended := s.p.status != StatusRunning
+		s.p.mu.Unlock()
+
+		if len(dst) > n || missed > 0 {
+			return dst, missed, nil
+		}
+		if ended || !follow {
+			return dst, 0, io.EOF
+		}
+		select {
+		case <-s.wake:
+		case <-ctx.Done():
+			return dst, 0, ctx.Err()
+		}
+	}
+}

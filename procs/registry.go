@@ -1,0 +1,218 @@
+// Package procs keeps the background processes of the agent: it starts
+// them, retains the recent lines of each in a bounded ring, lets any number
+// of readers follow those lines without ever holding up a process, and
+// bounds what finished processes keep.
+package procs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/sandbox-executor/sandbox-executor/executor"
+)
+
+var (
+	// ErrNotFound is returned for an id the registry does not know.
+	ErrNotFound = errors.New("process not found")
+	// ErrNotRunning is returned by Kill for a process that has ended.
+	ErrNotRunning = errors.New("process is not running")
+	// ErrClosed is returned by Start after Close.
+	ErrClosed = errors.New("process registry closed")
+)
+
+func notFound(id string) error        { return fmt.Errorf("%w: %s", ErrNotFound, id) }
+func notRunning(status Status) error { return fmt.Errorf("%w (status: %s)", ErrNotRunning, status) }
+
+// Options bound what a Registry keeps. Zero fields take the defaults.
+type Options struct {
+	// MaxLines is how many lines each process retains. If zero, 10,000.
+	MaxLines int
+	// MaxBytes bounds the memory of each process's retained lines,
+	// counting 48 bytes of bookkeeping per line. If zero, 8 MiB.
+	MaxBytes int
+	// MaxFinished is how many finished processes stay listed; past it,
+	// the ones that finished first are forgotten. If zero, 1,000.
+	MaxFinished int
+	// MaxFinishedBytes bounds the retained lines of all finished
+	// processes together; past it, the ones that finished first lose
+	// their lines but stay listed. If zero, 128 MiB.
+	MaxFinishedBytes int
+}
+
+func (o Options) withDefaults() Options {
+	if o.MaxLines <= 0 {
+		o.MaxLines = 10_000
+	}
+	if o.MaxBytes <= 0 {
+		o.MaxBytes = 8 << 20
+	}
+	if o.MaxFinished <= 0 {
+		o.MaxFinished = 1_000
+	}
+	if o.MaxFinishedBytes <= 0 {
+		o.MaxFinishedBytes = 128 << 20
+	}
+	return o
+}
+
+// Registry holds the background processes. Close kills those still
+// running and waits for them.
+type Registry struct {
+	runner *executor.Runner
+	opts   Options
+	wg     sync.WaitGroup // one per watch goroutine
+
+	// mu guards the fields below. It is never acquired while a Process's
+	// mu is held.
+	mu            sync.Mutex
+	procs         map[string]*Process
+	order         []*Process // in start order, for List
+	finished      []*Process // in finish order, those still listed
+	finishedBytes int        // logBytes of finished, as of when each finished
+	closed        bool
+}
+
+// NewRegistry returns a Registry that starts processes with runner.
+func NewRegistry(runner *executor.Runner, opts Options) *Registry {
+	return &Registry{runner: runner, opts: opts.withDefaults(), procs: map[string]*Process{}}
+}
+
+// Start starts c in the background. The process outlives the request that
+// asked for it: it ends by itself, by Kill, or by Close. c.Timeout, if
+// set, applies as for any command.
+func (r *Registry) Start(c executor.Command) (*Process, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil, ErrClosed
+	}
+	p := &Process{
+		ID:        uuid.NewString(),
+		Command:   c.Cmd,
+		StartedAt: time.Now().UTC(),
+		done:      make(chan struct{}),
+		ring:      newRing(r.opts.MaxLines, r.opts.MaxBytes),
+		subs:      map[*Subscription]struct{}{},
+		status:    StatusRunning,
+	}
+	// Background processes belong to the registry, not to a request:
+	// Close, not a request's context, ends them.
+	ex, err := r.runner.Start(context.Background(), c, p.addLines)
+	if err != nil {
+		return nil, err
+	}
+	p.exec, p.PID = ex, ex.Pid()
+	r.procs[p.ID] = p
+	r.order = append(r.order, p)
+	r.wg.Add(1)
+	go r.watch(p)
+	return p, nil
+}
+
+// watch runs in its own goroutine, one per process; it ends when the
+// process has ended and its output has been stored.
+func (r *Registry) watch(p *Process) {
+	defer r.wg.Done()
+	p.finish(p.exec.Wait())
+	r.retire(p)
+}
+
+// retire applies the finished-process bounds after p has finished.
+func (r *Registry) retire(p *Process) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.finished = append(r.finished, p)
+	r.finishedBytes += p.logBytes()
+	// Release the lines of the oldest finished processes first, but never
+	// those of p itself: a reader that arrives right after a process ends
+	// should see its output.
+	for i := 0; r.finishedBytes > r.opts.MaxFinishedBytes && i < len(r.finished)-1; i++ {
+		old := r.finished[i]
+		r.finishedBytes -= old.logBytes()
+		old.releaseLogs()
+	}
+	for len(r.finished) > r.opts.MaxFinished {
+		old := r.finished[0]
+		r.finished = r.finished[1:]
+		r.finishedBytes -= old.logBytes()
+		delete(r.procs, old.ID)
+		r.order = slices.DeleteFunc(r.order, func(q *Process) bool { return q == old })
+	}
+}
+
+// Get returns the process with the given id, or an error wrapping
+// ErrNotFound.
+func (r *Registry) Get(id string) (*Process, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p, ok := r.procs[id]
+	if !ok {
+		return nil, notFound(id)
+	}
+	return p, nil
+}
+
+// List returns a snapshot of every listed process, in start order.
+func (r *Registry) List() []Info {
+	r.mu.Lock()
+	procs := slices.Clone(r.order)
+	r.mu.Unlock()
+	infos := make([]Info, len(procs))
+	for i, p := range procs {
+		infos[i] = p.Info()
+	}
+	return infos
+}
+
+// Kill sends sig to the process group of the process with the given id and
+// marks the process killed. For SIGKILL it waits, until ctx ends, for the
+// process to be gone, so the next List shows it killed. It returns an error
+// wrapping ErrNotFound or ErrNotRunning (naming the status) if the process
+// is unknown or has ended.
+func (r *Registry) Kill(ctx context.Context, id string, sig syscall.Signal) error {
+	p, err := r.Get(id)
+	if err != nil {
+		return err
+	}
+	if err := p.signal(sig); err != nil {
+		return err
+	}
+	if sig == syscall.SIGKILL {
+		select {
+		case <-p.done:
+		case <-ctx.Done():
+		}
+	}
+	return nil
+}
+
+// Close stops Start, kills the process group of every running process and
+// waits until they have ended and their output is stored, or until ctx
+// ends.
+func (r *Registry) Close(ctx context.Context) error {
+	r.mu.Lock()
+	r.closed = true
+	procs := slices.Clone(r.order)
+	r.mu.Unlock()
+	for _, p := range procs {
+		_ = p.exec.Signal(syscall.SIGKILL) // ErrFinished for those already done
+	}
+	done := make(chan struct{})
+	// This goroutine ends when the last watch does, which SIGKILL and the
+	// executor's bounded drain make a matter of seconds even if ctx ends
+	// first.
+	go func() { r.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -1,0 +1,401 @@
+// Package proxy forwards TCP connections from one listener to a single
+// port on the loopback interface that can be bound, unbound and rebound
+// at run time. It knows nothing about HTTP; the server package maps its
+// sentinel errors to status codes.
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+// Errors returned by Forwarder. Match them with errors.Is.
+var (
+	// ErrAlreadyBound is returned by Bind while a port is bound.
+	ErrAlreadyBound = errors.New("port already bound")
+	// ErrInvalidPort is returned by Bind for a port outside 1..65535.
+	ErrInvalidPort = errors.New("port must be between 1 and 65535")
+	// ErrClosed is returned by Serve after Close.
+	ErrClosed = errors.New("proxy: forwarder closed")
+)
+
+const (
+	defaultDialTimeout = 5 * time.Second
+	maxAcceptBackoff   = time.Second
+)
+
+// Forwarder accepts TCP connections on the listeners given to Serve and
+// forwards each to the bound port on the loopback interface: 127.0.0.1
+// first, then [::1] if IPv4 refuses. A connection accepted while no port
+// is bound is closed at once.
+//
+// The zero value is ready to use, with no port bound. Set DialTimeout
+// and Log before the first Serve; they are not guarded. A Forwarder must
+// not be copied after first use. Its methods are safe for concurrent use.
+type Forwarder struct {
+	// DialTimeout bounds the dial to the bound port.
+	// If zero, 5 s is used.
+	DialTimeout time.Duration
+
+	// Log receives one warning per failed dial, and one per Accept
+	// error that Serve retries (such as running out of file
+	// descriptors). The zero value, like zerolog.Nop(), discards
+	// everything.
+	Log zerolog.Logger
+
+	// mu guards port, conns, lns, closed and done. Holding it while a
+	// connection is registered and while Unbind or Close takes the set
+	// means no connection of an old binding survives: it is either in
+	// conns when they are closed, or it sees the new state and closes
+	// itself.
+	mu     sync.Mutex
+	port   int                       // 0 while unbound
+	conns  map[*conn]struct{}        // live forwarded connections
+	lns    map[net.Listener]struct{} // listeners being served
+	closed bool                      // set once by Close
+	done   chan struct{}             // closed by Close; wakes Serve's accept backoff
+
+	// wg counts running Serve calls; each Serve waits for its own
+	// connection goroutines, so waiting for wg waits for all of them.
+	wg sync.WaitGroup
+}
+
+// conn is one forwarded connection. The Forwarder's mu guards backend.
+type conn struct {
+	client  net.Conn           // accepted connection
+	backend net.Conn           // nil until the dial succeeds
+	cancel  context.CancelFunc // aborts the dial
+}
+
+// close closes both sides and aborts a dial in progress. It is safe to
+// call more than once; backend must be read under the Forwarder's mu.
+func (c *conn) close(backend net.Conn) {
+	c.cancel()
+	c.client.Close()
+	if backend != nil {
+		backend.Close()
+	}
+}
+
+func (f *Forwarder) dialTimeout() time.Duration {
+	if f.DialTimeout > 0 {
+		return f.DialTimeout
+	}
+	return defaultDialTimeout
+}
+
+// Bind sets the port that new connections are forwarded to. It returns
+// an error wrapping ErrInvalidPort if port is outside 1..65535, and one
+// wrapping ErrAlreadyBound if a port is already bound; call Unbind first.
+func (f *Forwarder) Bind(port int) error {
+	if port < 1 || port > 65535 {
+		return fmt.Errorf("bind %d: %w", port, ErrInvalidPort)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.port != 0 {
+		return fmt.Errorf("bind %d: %w (current port %d)", port, ErrAlreadyBound, f.port)
+	}
+	f.port = port
+	return nil
+}
+
+// Unbind removes the binding and closes every live forwarded connection.
+// It returns the old port and whether one was bound. It never fails.
+func (f *Forwarder) Unbind() (int, bool) {
+	f.mu.Lock()
+	old := f.port
+	f.port = 0
+	closeAll := f.takeConnsLocked()
+	f.mu.Unlock()
+	closeAll()
+	return old, old != 0
+}
+
+// Port returns the bound port and whether one is bound.
+func (f *Forwarder) Port() (int, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.port, f.port != 0
+}
+
+// takeConnsLocked empties conns and returns a function that closes what
+// it held, to be called after f.mu is released. f.mu must be held.
+func (f *Forwarder) takeConnsLocked() func() {
+	type pair struct {
+		c       *conn
+		backend net.Conn
+	}
+	taken := make([]pair, 0, len(f.conns))
+	for c := range f.conns {
+		taken = append(taken, pair{c, c.backend})
+	}
+	clear(f.conns)
+	return func() {
+		for _, p := range taken {
+			p.c.close(p.backend)
+		}
+	}
+}
+
+// Serve accepts connections on ln and forwards them until ln is closed
+// or Close is called. Serve takes ownership of ln and closes it before
+// returning. It returns nil after Close, ErrClosed if Close came first,
+// and otherwise the error from Accept (net.ErrClosed if the caller
+// closed ln). Before returning it waits for the connections it accepted
+// to end; Unbind or Close ends them early. Serve may be called for
+// several listeners at once.
+func (f *Forwarder) Serve(ln net.Listener) error {
+	defer ln.Close()
+	if !f.addListener(ln) {
+		return ErrClosed
+	}
+	defer f.wg.Done()
+	defer f.removeListener(ln)
+
+	var conns sync.WaitGroup
+	defer conns.Wait()
+	var backoff time.Duration
+	for {
+		client, err := ln.Accept()
+		if err != nil {
+			if f.isClosed() {
+				return nil
+			}
+			if !isTemporary(err) {
+				return err
+			}
+			// Out of file descriptors or buffers: wait for connections
+			// to end instead of spinning, as net/http's Server does.
+			backoff = min(max(2*backoff, 5*time.Millisecond), maxAcceptBackoff)
+			f.Log.Warn().Err(err).Dur("retry_in", backoff).Msg("proxy: accept failed")
+			if !f.sleep(backoff) {
+				return nil
+			}
+			continue
+		}
+		backoff = 0
+		ctx, c, port, ok := f.track(client)
+		if !ok {
+			client.Close() // no port bound, or closed
+			continue
+		}
+		conns.Add(1)
+		go f.forward(ctx, &conns, c, port)
+	}
+}
+
+// isTemporary reports whether an Accept error may clear by itself.
+// Go's accept already retries ECONNABORTED and EINTR.
+func isTemporary(err error) bool {
+	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) ||
+		errors.Is(err, syscall.ENOBUFS) || errors.Is(err, syscall.ENOMEM)
+}
+
+// addListener registers ln for Close and counts the Serve call in f.wg.
+// It reports false after Close.
+func (f *Forwarder) addListener(ln net.Listener) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return false
+	}
+	if f.lns == nil {
+		f.lns = make(map[net.Listener]struct{})
+	}
+	f.lns[ln] = struct{}{}
+	// Add happens under mu and only before closed is set, so it never
+	// races with the Wait in Close.
+	f.wg.Add(1)
+	return true
+}
+
+func (f *Forwarder) removeListener(ln net.Listener) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.lns, ln)
+}
+
+func (f *Forwarder) isClosed() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.closed
+}
+
+// sleep waits for d and reports false if Close was called meanwhile.
+func (f *Forwarder) sleep(d time.Duration) bool {
+	f.mu.Lock()
+	done := f.doneLocked()
+	f.mu.Unlock()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-done:
+		return false
+	}
+}
+
+// doneLocked returns the channel that Close closes. f.mu must be held.
+func (f *Forwarder) doneLocked() chan struct{} {
+	if f.done == nil {
+		f.done = make(chan struct{})
+	}
+	return f.done
+}
+
+// track registers client as a live connection of the current binding
+// and returns it with the port to dial and the context for the dial,
+// which Unbind and Close cancel. It reports false if no port is bound or
+// the Forwarder is closed; the caller then closes client.
+func (f *Forwarder) track(client net.Conn) (context.Context, *conn, int, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed || f.port == 0 {
+		return nil, nil, 0, false
+	}
+	// Not a request context: the dial belongs to this connection alone.
+	ctx, cancel := context.WithTimeout(context.Background(), f.dialTimeout())
+	c := &conn{client: client, cancel: cancel}
+	if f.conns == nil {
+		f.conns = make(map[*conn]struct{})
+	}
+	f.conns[c] = struct{}{}
+	return ctx, c, f.port, true
+}
+
+// attach records backend as c's other side. It reports false if Unbind
+// or Close took c meanwhile; the caller then closes backend.
+func (f *Forwarder) attach(c *conn, backend net.Conn) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.conns[c]; !ok {
+		return false
+	}
+	c.backend = backend
+	return true
+}
+
+// untrack removes c, if Unbind or Close has not, and closes both sides.
+func (f *Forwarder) untrack(c *conn) {
+	f.mu.Lock()
+	delete(f.conns, c)
+	backend := c.backend
+	f.mu.Unlock()
+	c.close(backend)
+}
+
+// forward dials port for c and copies both ways, then closes both sides.
+//
+// forward runs in its own goroutine, one per accepted connection; it
+// ends when the dial fails or when both copies have ended. wg is the
+// accepting Serve call's count of these goroutines.
+func (f *Forwarder) forward(ctx context.Context, wg *sync.WaitGroup, c *conn, port int) {
+	defer wg.Done()
+	defer f.untrack(c)
+	backend, err := dialLoopback(ctx, port)
+	if err != nil {
+		if !errors.Is(ctx.Err(), context.Canceled) { // canceled: Unbind or Close, not a failure
+			f.Log.Warn().Err(err).Int("port", port).Msg("proxy: dial failed")
+		}
+		return
+	}
+	if !f.attach(c, backend) {
+		backend.Close()
+		return
+	}
+	errc := make(chan error, 2) // one slot per sender, so neither copier can leak
+	go proxyCopy(errc, backend, c.client)
+	go proxyCopy(errc, c.client, backend)
+	if err := <-errc; err != nil {
+		// A reset, or a close by Unbind or Close: the other copy may be
+		// blocked on a peer that will never send, so close both sides.
+		c.close(backend)
+	}
+	<-errc
+}
+
+// dialLoopback connects to port on 127.0.0.1 and, if that is refused,
+// on [::1], for services that listen on IPv6 only.
+func dialLoopback(ctx context.Context, port int) (net.Conn, error) {
+	var d net.Dialer // ctx carries the timeout
+	p := strconv.Itoa(port)
+	c, err := d.DialContext(ctx, "tcp", net.JoinHostPort("127.0.0.1", p))
+	if err == nil || !errors.Is(err, syscall.ECONNREFUSED) {
+		return c, err
+	}
+	c, err6 := d.DialContext(ctx, "tcp", net.JoinHostPort("::1", p))
+	if err6 != nil {
+		return nil, fmt.Errorf("%w; %w", err, err6)
+	}
+	return c, nil
+}
+
+// proxyCopy copies src to dst, then half-closes dst so the peer sees EOF
+// while the other direction goes on. src and dst are the *net.TCPConn
+// values from Accept and Dial, unwrapped, so that io.Copy reaches
+// TCPConn.ReadFrom and Linux moves the bytes with splice(2).
+//
+// proxyCopy runs in its own goroutine; it ends when src reaches EOF or
+// either side fails or is closed. It is a named function so goroutine
+// dumps show what each copy is.
+func proxyCopy(errc chan<- error, dst, src net.Conn) {
+	_, err := io.Copy(dst, src)
+	if cw, ok := dst.(interface{ CloseWrite() error }); ok {
+		cw.CloseWrite()
+	}
+	errc <- err
+}
+
+// Close stops every Serve call, closing their listeners, closes every
+// live forwarded connection, and waits for all goroutines the Forwarder
+// started. If ctx ends first Close returns ctx.Err(); the goroutines
+// still end, since their connections are closed. After Close, Serve
+// returns ErrClosed and accepted connections are refused. Close may be
+// called more than once.
+func (f *Forwarder) Close(ctx context.Context) error {
+	f.mu.Lock()
+	if !f.closed {
+		f.closed = true
+		close(f.doneLocked())
+	}
+	lns := make([]net.Listener, 0, len(f.lns))
+	for ln := range f.lns {
+		lns = append(lns, ln)
+	}
+	closeAll := f.takeConnsLocked()
+	f.mu.Unlock()
+
+	for _, ln := range lns {
+		ln.Close()
+	}
+	closeAll()
+	waited := make(chan struct{})
+	go waitAll(&f.wg, waited)
+	select {
+	case <-waited:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// waitAll closes done when wg's counter reaches zero.
+//
+// waitAll runs in its own goroutine; it ends when every Serve call has
+// returned, which Close has made prompt by closing their listeners and
+// connections. If Close's ctx ends first, waitAll outlives Close.
+func waitAll(wg *sync.WaitGroup, done chan<- struct{}) {
+	wg.Wait()
+	close(done)
+}
