@@ -52,7 +52,7 @@ type Info struct {
 	PID         int
 	Status      Status
 	Command     string
-	ExitCode    *int      // nil while running
+	ExitCode    *int // nil while running
 	StartedAt   time.Time
 	CompletedAt time.Time // zero while running
 }

@@ -27,7 +27,7 @@ var (
 	ErrClosed = errors.New("process registry closed")
 )
 
-func notFound(id string) error        { return fmt.Errorf("%w: %s", ErrNotFound, id) }
+func notFound(id string) error       { return fmt.Errorf("%w: %s", ErrNotFound, id) }
 func notRunning(status Status) error { return fmt.Errorf("%w (status: %s)", ErrNotRunning, status) }
 
 // Options bound what a Registry keeps. Zero fields take the defaults.
