@@ -133,10 +133,8 @@ func (r *Runner) Start(ctx context.Context, c Command, fn LineFunc) (*Process, e
 type consumeFunc = func(b []byte, t time.Time, eof bool) int
 
 func (r *Runner) start(ctx context.Context, c Command, bufSize int, stdout, stderr consumeFunc) (*Process, error) {
-	if c.Dir != "" {
-		if fi, err := os.Stat(c.Dir); err != nil || !fi.IsDir() {
-			return nil, fmt.Errorf("%w: %s", ErrInvalidDir, c.Dir)
-		}
+	if err := CheckDir(c.Dir); err != nil {
+		return nil, err
 	}
 	parent := ctx
 	cancelTimeout := context.CancelFunc(func() {})
@@ -185,6 +183,19 @@ func (r *Runner) start(ctx context.Context, c Command, bufSize int, stdout, stde
 	go readPipe(errR, bufSize, stderr, readers)
 	go p.wait(ctx, cancelTimeout, r.drainDelay(), readers, outR, errR)
 	return p, nil
+}
+
+// CheckDir returns an error wrapping ErrInvalidDir, naming dir, unless dir
+// is empty or a directory. Start and Run check it too; callers that must
+// answer before starting (a stream that opens first) check it themselves.
+func CheckDir(dir string) error {
+	if dir == "" {
+		return nil
+	}
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		return fmt.Errorf("%w: %s", ErrInvalidDir, dir)
+	}
+	return nil
 }
 
 func (r *Runner) env(extra map[string]string) []string {

@@ -185,37 +185,53 @@ func (s *Subscription) Close() {
 	delete(s.p.subs, s)
 }
 
-// Next appends to dst up to cap(dst)-len(dst) lines (at least one) that
-// follow the last line it returned, and returns them with the number of
-// lines that were evicted before s could read them. If there is no such
-// line yet, Next waits for one when follow is true. It returns io.EOF once
-// every line has been returned and the process has ended, or, when follow
-// is false, once every line retained now has been returned; and ctx.Err()
-// if ctx ends first.
-func (s *Subscription) Next(ctx context.Context, dst []Line, follow bool) ([]Line, uint64, error) {
+// Read appends to dst, without waiting, up to cap(dst)-len(dst) lines (at
+// least one) that follow the last line s returned. It also returns how many
+// lines were evicted before s could read them, and whether the process has
+// ended and every line it printed has been returned or evicted.
+func (s *Subscription) Read(dst []Line) (lines []Line, missed uint64, ended bool) {
 	limit := max(cap(dst)-len(dst), 1)
-	for {
-		s.p.mu.Lock()
-		var missed uint64
-		if oldest := s.p.ring.oldest(); s.next < oldest {
-			missed, s.next = oldest-s.next, oldest
-		}
-		n := len(dst)
-		dst = s.p.ring.appendFrom(dst, s.next, limit)
-		s.next += uint64(len(dst) - n)
-		ended := s.p.status != StatusRunning
-		s.p.mu.Unlock()
+	s.p.mu.Lock()
+	defer s.p.mu.Unlock()
+	if oldest := s.p.ring.oldest(); s.next < oldest {
+		missed, s.next = oldest-s.next, oldest
+	}
+	n := len(dst)
+	dst = s.p.ring.appendFrom(dst, s.next, limit)
+	s.next += uint64(len(dst) - n)
+	return dst, missed, s.p.status != StatusRunning && s.next == s.p.ring.nextSeq
+}
 
-		if len(dst) > n || missed > 0 {
-			return dst, missed, nil
+// Wake returns a channel that receives after new lines arrive, the process
+// ends, or its lines are released. A Read after each receive sees the
+// change. Callers that wait on it must Read before each wait, not after.
+func (s *Subscription) Wake() <-chan struct{} { return s.wake }
+
+// Next is Read that waits. It returns at least one line or a missed count;
+// io.EOF once the process has ended and every line has been returned, or,
+// when follow is false, once every line retained now has been returned;
+// and ctx.Err() if ctx ends first.
+func (s *Subscription) Next(ctx context.Context, dst []Line, follow bool) ([]Line, uint64, error) {
+	n := len(dst)
+	for {
+		lines, missed, ended := s.Read(dst)
+		if len(lines) > n || missed > 0 {
+			return lines, missed, nil
 		}
 		if ended || !follow {
-			return dst, 0, io.EOF
+			return lines, 0, io.EOF
 		}
 		select {
 		case <-s.wake:
 		case <-ctx.Done():
-			return dst, 0, ctx.Err()
+			return lines, 0, ctx.Err()
 		}
 	}
+}
+
+// Subscribers returns how many subscriptions are open on p.
+func (p *Process) Subscribers() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.subs)
 }
