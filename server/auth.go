@@ -1,0 +1,144 @@
+package server
+
+import (
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+)
+
+// Auth checks bearer tokens. In static mode the secret is fixed at start.
+// In pool mode (pre-warmed sandboxes) the agent starts without a secret;
+// the first request that carries a bearer token claims it, and the secret
+// is persisted so that a restarted agent keeps it.
+type Auth struct {
+	path string // pool mode: where the claimed secret is persisted; empty in static mode
+
+	// mu guards secret: pool mode sets it once, on the first claim.
+	mu     sync.Mutex
+	secret []byte
+}
+
+// NewStaticAuth returns an Auth that accepts exactly secret, which must not
+// be empty.
+func NewStaticAuth(secret string) (*Auth, error) {
+	if secret == "" {
+		return nil, errors.New("SANDBOX_SECRET is not set: the agent refuses to run without a secret (or set SANDBOX_AUTH_MODE=pool)")
+	}
+	return &Auth{secret: []byte(secret)}, nil
+}
+
+// NewPoolAuth returns an Auth in pool mode that persists the claimed secret
+// at path. If path already holds a secret (the agent restarted after a
+// claim), that secret is in force at once.
+func NewPoolAuth(path string) (*Auth, error) {
+	a := &Auth{path: path}
+	b, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return a, nil
+	case err != nil:
+		return nil, fmt.Errorf("reading the pool secret: %w", err)
+	}
+	secret := strings.TrimSpace(string(b))
+	if secret == "" {
+		return nil, fmt.Errorf("the pool secret file %s is empty", path)
+	}
+	a.secret = []byte(secret)
+	return a, nil
+}
+
+// Claimed reports whether a secret is in force.
+func (a *Auth) Claimed() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.secret != nil
+}
+
+// errPersist marks a claim that could not be saved; the claim is then not
+// made, so that a restart cannot hand the sandbox to someone else.
+var errPersist = errors.New("could not persist the claimed secret")
+
+// check reports whether the request's bearer token is accepted, claiming
+// it first in pool mode if no secret is in force yet.
+func (a *Auth) check(r *http.Request) (bool, error) {
+	token, ok := bearer(r.Header.Get("Authorization"))
+	if !ok {
+		return false, nil
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.secret == nil && a.path != "" {
+		if err := writeSecret(a.path, token); err != nil {
+			return false, fmt.Errorf("%w: %v", errPersist, err)
+		}
+		a.secret = []byte(token)
+		return true, nil
+	}
+	return a.secret != nil && subtle.ConstantTimeCompare([]byte(token), a.secret) == 1, nil
+}
+
+// bearer returns the token of an "Authorization: Bearer <token>" header.
+// The scheme is case-insensitive, as RFC 9110 says.
+func bearer(h string) (string, bool) {
+	const prefix = "bearer "
+	if len(h) <= len(prefix) || !strings.EqualFold(h[:len(prefix)], prefix) {
+		return "", false
+	}
+	token := strings.TrimSpace(h[len(prefix):])
+	return token, token != ""
+}
+
+// writeSecret writes secret to path atomically with mode 0600: a temporary
+// file in the same directory, synced, then renamed over path.
+func writeSecret(path, secret string) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(dir, ".sandbox-secret-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name()) // fails harmlessly once renamed
+	if err := f.Chmod(0o600); err != nil {
+		f.Close()
+		return err
+	}
+	if _, err := f.WriteString(secret); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), path)
+}
+
+// requireToken lets a request through only with an accepted bearer token;
+// /health is open.
+func (s *Server) requireToken(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/health" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		ok, err := s.auth.check(r)
+		switch {
+		case err != nil:
+			s.writeError(w, r, err)
+		case !ok:
+			s.writeError(w, r, errorf(http.StatusUnauthorized, "unauthorized: a valid 'Authorization: Bearer <secret>' header is required"))
+		default:
+			next.ServeHTTP(w, r)
+		}
+	})
+}

@@ -1,0 +1,271 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/sandbox-executor/sandbox-executor/executor"
+	"github.com/sandbox-executor/sandbox-executor/procs"
+	"github.com/sandbox-executor/sandbox-executor/sse"
+)
+
+// killWait bounds how long kill_process waits for a SIGKILLed process to be
+// gone before it replies.
+const killWait = 3 * time.Second
+
+// handleProcessStart serves POST /start_process. The process outlives the
+// request: it is not tied to the request's context.
+func (s *Server) handleProcessStart(w http.ResponseWriter, r *http.Request) error {
+	req, err := decode[commandRequest](w, r, s.cfg.MaxBody)
+	if err != nil {
+		return err
+	}
+	c, err := req.command()
+	if err != nil {
+		return err
+	}
+	p, err := s.procs.Start(c)
+	if err != nil {
+		if errors.Is(err, executor.ErrInvalidDir) {
+			return err
+		}
+		s.log.Error().Err(err).Msg("start_process failed")
+		return errorf(http.StatusInternalServerError, "Failed to start process: %v", err)
+	}
+	encode(w, http.StatusCreated, map[string]any{"id": p.ID, "pid": p.PID, "status": procs.StatusRunning})
+	return nil
+}
+
+// processItem is one entry of /list_processes. It has exactly these keys:
+// one SDK rejects any other.
+type processItem struct {
+	ID          string       `json:"id"`
+	PID         int          `json:"pid"`
+	Status      procs.Status `json:"status"`
+	Command     string       `json:"command"`
+	ExitCode    *int         `json:"exit_code,omitempty"`
+	StartedAt   string       `json:"started_at,omitempty"`
+	CompletedAt string       `json:"completed_at,omitempty"`
+}
+
+// handleProcessList serves GET /list_processes.
+func (s *Server) handleProcessList(w http.ResponseWriter, r *http.Request) error {
+	infos := s.procs.List()
+	items := make([]processItem, len(infos)) // [] rather than null when empty
+	for i, p := range infos {
+		items[i] = processItem{ID: p.ID, PID: p.PID, Status: p.Status, Command: p.Command,
+			ExitCode: p.ExitCode, StartedAt: formatTime(p.StartedAt), CompletedAt: formatTime(p.CompletedAt)}
+	}
+	encode(w, http.StatusOK, map[string]any{"processes": items})
+	return nil
+}
+
+func formatTime(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339Nano)
+}
+
+// signalField is a signal given as a name or a number, as a JSON string or
+// number.
+type signalField string
+
+func (f *signalField) UnmarshalJSON(b []byte) error {
+	var n json.Number
+	if err := json.Unmarshal(b, &n); err == nil {
+		*f = signalField(n.String())
+		return nil
+	}
+	var str string
+	if err := json.Unmarshal(b, &str); err != nil {
+		return errorf(http.StatusBadRequest, "invalid request: signal must be a name or a number")
+	}
+	*f = signalField(str)
+	return nil
+}
+
+// handleProcessKill serves POST /kill_process. The signal, SIGKILL unless
+// the request names another, goes to the process's whole group.
+func (s *Server) handleProcessKill(w http.ResponseWriter, r *http.Request) error {
+	type request struct {
+		ID     string      `json:"id"`
+		Signal signalField `json:"signal"`
+	}
+	req, err := decode[request](w, r, s.cfg.MaxBody)
+	if err != nil {
+		return err
+	}
+	if req.ID == "" {
+		return &httpError{code: http.StatusBadRequest, msg: "id is required", extra: map[string]any{"success": false}}
+	}
+	sig, err := procs.ParseSignal(string(req.Signal))
+	if err != nil {
+		return &httpError{code: http.StatusBadRequest, msg: err.Error(), extra: map[string]any{"success": false}}
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), killWait)
+	defer cancel()
+	if err := s.procs.Kill(ctx, req.ID, sig); err != nil {
+		return err
+	}
+	msg := "Process killed successfully"
+	if sig != syscall.SIGKILL {
+		msg = "Signal " + procs.SignalName(sig) + " sent to the process group"
+	}
+	encode(w, http.StatusOK, map[string]any{"success": true, "message": msg})
+	return nil
+}
+
+// logBatch is how many lines a log stream copies out of a process per
+// lock, and so the most a stalled client's handler holds.
+const logBatch = 512
+
+// handleProcessLogs serves GET (and POST) /process_logs_streaming: the
+// retained lines, then live ones, then complete once the process has
+// ended. Each log event's id is the line's Seq; a client that reconnects
+// with Last-Event-ID (header, or last_event_id parameter) gets the lines
+// after it. With follow=false it stops after the retained lines.
+func (s *Server) handleProcessLogs(w http.ResponseWriter, r *http.Request) error {
+	q, err := s.logsQuery(w, r)
+	if err != nil {
+		return err
+	}
+	p, err := s.procs.Get(q.id)
+	sw := sse.NewWriter(w)
+	if err != nil {
+		_ = sw.Event("error", map[string]string{"error": err.Error()})
+		return nil
+	}
+	sub := p.Subscribe(q.after)
+	defer sub.Close() // the reader is removed as soon as the handler returns
+
+	ping := time.NewTicker(s.cfg.KeepAlive)
+	defer ping.Stop()
+	buf := make([]procs.Line, 0, logBatch)
+	var tc timeCache
+	lastWrite := time.Now()
+	for {
+		lines, missed, ended := sub.Read(buf[:0])
+		if missed > 0 {
+			_ = sw.Event("missed", map[string]any{"missed": missed,
+				"message": strconv.FormatUint(missed, 10) + " log lines were dropped from the buffer before they could be sent"})
+		}
+		for _, l := range lines {
+			_ = sw.AppendEventFunc(l.Seq, "log", func(b []byte) []byte {
+				b = append(b, `{"timestamp":"`...)
+				b = tc.append(b, l.Nanos)
+				b = append(b, `","stream":"`...)
+				b = append(b, l.Stream.String()...)
+				b = append(b, `","data":`...)
+				b = sse.AppendJSONString(b, l.Data)
+				return append(b, '}')
+			})
+		}
+		if len(lines) == cap(buf) && sw.Err() == nil {
+			continue // more is waiting: flush once caught up
+		}
+		if sw.Flush() != nil {
+			return nil // the client left
+		}
+		if len(lines) > 0 || missed > 0 {
+			lastWrite = time.Now()
+		}
+		if ended || !q.follow {
+			_ = sw.Event("complete", map[string]string{"message": "stream ended"})
+			return nil
+		}
+		select {
+		case <-sub.Wake():
+		case <-ping.C:
+			if time.Since(lastWrite) >= s.cfg.KeepAlive-s.cfg.KeepAlive/10 {
+				_ = sw.Comment("ping")
+				lastWrite = time.Now()
+			}
+		case <-r.Context().Done():
+			// Shutdown, or the client left: end with the final event.
+			_ = sw.Event("complete", map[string]string{"message": "stream ended"})
+			return nil
+		}
+	}
+}
+
+type logsQuery struct {
+	id     string
+	after  uint64
+	follow bool
+}
+
+// logsQuery reads the parameters of /process_logs_streaming from the query
+// string and, for POST, the JSON body.
+func (s *Server) logsQuery(w http.ResponseWriter, r *http.Request) (logsQuery, error) {
+	type body struct {
+		ID          string `json:"id"`
+		Follow      *bool  `json:"follow"`
+		LastEventID any    `json:"last_event_id"`
+	}
+	var b body
+	if r.Method == http.MethodPost {
+		var err error
+		if b, err = decode[body](w, r, s.cfg.MaxBody); err != nil {
+			return logsQuery{}, err
+		}
+	}
+	v := r.URL.Query()
+	q := logsQuery{id: v.Get("id"), follow: true}
+	if q.id == "" {
+		q.id = b.ID
+	}
+	if q.id == "" {
+		return q, errorf(http.StatusBadRequest, "id is required")
+	}
+	if f := v.Get("follow"); f != "" {
+		follow, err := strconv.ParseBool(f)
+		if err != nil {
+			return q, errorf(http.StatusBadRequest, "follow must be true or false")
+		}
+		q.follow = follow
+	} else if b.Follow != nil {
+		q.follow = *b.Follow
+	}
+	last := r.Header.Get("Last-Event-ID")
+	if last == "" {
+		last = v.Get("last_event_id")
+	}
+	if last == "" && b.LastEventID != nil {
+		last = strings.Trim(strings.TrimSpace(jsonScalar(b.LastEventID)), `"`)
+	}
+	if last != "" {
+		after, err := strconv.ParseUint(strings.TrimSpace(last), 10, 64)
+		if err != nil {
+			return q, errorf(http.StatusBadRequest, "Last-Event-ID must be a line number")
+		}
+		q.after = after
+	}
+	return q, nil
+}
+
+func jsonScalar(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// timeCache formats log timestamps, reusing the last result: the lines of
+// one read share their timestamp.
+type timeCache struct {
+	nanos int64
+	text  []byte
+}
+
+func (c *timeCache) append(b []byte, nanos int64) []byte {
+	if nanos != c.nanos || c.text == nil {
+		c.nanos = nanos
+		c.text = time.Unix(0, nanos).UTC().AppendFormat(c.text[:0], time.RFC3339Nano)
+	}
+	return append(b, c.text...)
+}

@@ -1,0 +1,309 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sort"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	r3sse "github.com/r3labs/sse/v2"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sandbox-executor/sandbox-executor/executor"
+	"github.com/sandbox-executor/sandbox-executor/internal/testutil"
+	"github.com/sandbox-executor/sandbox-executor/procs"
+	"github.com/sandbox-executor/sandbox-executor/sse"
+)
+
+// startProcess starts cmd in s's registry directly and returns its id.
+func startProcess(t *testing.T, _ any, s *Server, cmd string) string {
+	t.Helper()
+	p, err := s.procs.Start(executor.Command{Cmd: cmd})
+	require.NoError(t, err)
+	return p.ID
+}
+
+func waitStatus(t *testing.T, s *Server, id string) procs.Info {
+	t.Helper()
+	p, err := s.procs.Get(id)
+	require.NoError(t, err)
+	select {
+	case <-p.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatalf("process %s did not end", id)
+	}
+	return p.Info()
+}
+
+func TestStartListKill(t *testing.T) {
+	ts, _ := newTestServer(t)
+	code, body := call(t, ts, "POST", "/start_process", map[string]any{"cmd": "sleep 100 & echo $!; wait", "env": map[string]string{"A": "1"}})
+	require.Equal(t, http.StatusCreated, code)
+	require.Len(t, body, 3)
+	id := body["id"].(string)
+	assert.Len(t, id, 36)
+	assert.Positive(t, body["pid"])
+	assert.Equal(t, "running", body["status"])
+
+	code, body = call(t, ts, "GET", "/list_processes", nil)
+	require.Equal(t, http.StatusOK, code)
+	list := body["processes"].([]any)
+	require.Len(t, list, 1)
+	item := list[0].(map[string]any)
+	assert.ElementsMatch(t, []string{"id", "pid", "status", "command", "started_at"}, keys(item))
+	assert.Equal(t, "running", item["status"])
+	assert.Equal(t, "sleep 100 & echo $!; wait", item["command"])
+	_, err := time.Parse(time.RFC3339, item["started_at"].(string))
+	assert.NoError(t, err)
+
+	// The grandchild's pid comes from the log.
+	_, next := stream(t, ts, "GET", "/process_logs_streaming?id="+id, nil)
+	ev, err := next()
+	require.NoError(t, err)
+	grandchild, err := strconv.Atoi(ev.Data["data"].(string))
+	require.NoError(t, err)
+
+	code, body = call(t, ts, "POST", "/kill_process", map[string]string{"id": id})
+	assert.Equal(t, http.StatusOK, code)
+	assert.Equal(t, map[string]any{"success": true, "message": "Process killed successfully"}, body)
+	require.Eventually(t, func() bool { return !testutil.Alive(grandchild) }, 5*time.Second, 10*time.Millisecond)
+
+	// The log stream ends with complete once the process is gone.
+	evs := readAll(t, next)
+	require.NotEmpty(t, evs)
+	assert.Equal(t, `{"message":"stream ended"}`, evs[len(evs)-1].Raw)
+
+	_, body = call(t, ts, "GET", "/list_processes", nil)
+	item = body["processes"].([]any)[0].(map[string]any)
+	assert.Equal(t, "killed", item["status"], "listed as killed as soon as kill_process returns")
+	assert.ElementsMatch(t, []string{"id", "pid", "status", "command", "started_at", "completed_at", "exit_code"}, keys(item))
+	assert.Equal(t, 137.0, item["exit_code"])
+
+	code, body = call(t, ts, "POST", "/kill_process", map[string]string{"id": id})
+	assert.Equal(t, http.StatusBadRequest, code)
+	assert.Equal(t, map[string]any{"success": false, "error": "process is not running (status: killed)"}, body)
+	code, body = call(t, ts, "POST", "/kill_process", map[string]string{"id": "nope"})
+	assert.Equal(t, http.StatusBadRequest, code)
+	assert.Equal(t, map[string]any{"success": false, "error": "process not found: nope"}, body)
+}
+
+func keys(m map[string]any) []string {
+	var ks []string
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}
+
+func TestListProcessesEmptyAndStatuses(t *testing.T) {
+	ts, s := newTestServer(t)
+	_, body := call(t, ts, "GET", "/list_processes", nil)
+	assert.Equal(t, []any{}, body["processes"])
+
+	ok := startProcess(t, ts, s, "true")
+	bad := startProcess(t, ts, s, "exit 4")
+	sig := startProcess(t, ts, s, "kill -TERM $$")
+	waitStatus(t, s, ok)
+	waitStatus(t, s, bad)
+	waitStatus(t, s, sig)
+	_, body = call(t, ts, "GET", "/list_processes", nil)
+	got := map[string]string{}
+	for _, it := range body["processes"].([]any) {
+		m := it.(map[string]any)
+		got[m["id"].(string)] = fmt.Sprintf("%s/%v", m["status"], m["exit_code"])
+	}
+	assert.Equal(t, map[string]string{ok: "completed/0", bad: "failed/4", sig: "failed/143"}, got)
+}
+
+func TestKillWithSignal(t *testing.T) {
+	ts, s := newTestServer(t)
+	for _, sig := range []any{"SIGTERM", "TERM", "15", 15, "sigint"} {
+		id := startProcess(t, ts, s, "sleep 100")
+		code, body := call(t, ts, "POST", "/kill_process", map[string]any{"id": id, "signal": sig})
+		require.Equal(t, http.StatusOK, code, sig)
+		assert.Equal(t, true, body["success"])
+		info := waitStatus(t, s, id)
+		assert.Equal(t, procs.StatusKilled, info.Status, sig)
+	}
+}
+
+func TestProcessLogs(t *testing.T) {
+	ts, s := newTestServer(t)
+	// Lines of two pipes are merged in the order they are read; the sleeps
+	// make that order the order they were written.
+	id := startProcess(t, ts, s, "echo one; sleep 0.1; echo two >&2; sleep 0.3; echo three")
+	_, next := stream(t, ts, "GET", "/process_logs_streaming?id="+id, nil)
+	evs := readAll(t, next)
+	require.Len(t, evs, 4)
+	wantData := []string{"one", "two", "three"}
+	wantStream := []string{"stdout", "stderr", "stdout"}
+	for i, ev := range evs[:3] {
+		assert.Equal(t, "log", ev.Name)
+		assert.Equal(t, strconv.Itoa(i+1), ev.ID)
+		assert.Equal(t, wantData[i], ev.Data["data"])
+		assert.Equal(t, wantStream[i], ev.Data["stream"])
+		ts, err := time.Parse(time.RFC3339Nano, ev.Data["timestamp"].(string))
+		require.NoError(t, err)
+		assert.WithinDuration(t, time.Now(), ts, time.Minute)
+		assert.Equal(t, time.UTC, ts.Location())
+		assert.Len(t, ev.Data, 3)
+	}
+	assert.Equal(t, "complete", evs[3].Name)
+	assert.Equal(t, map[string]any{"message": "stream ended"}, evs[3].Data)
+
+	// Finished: the same lines again, then complete at once. POST with a
+	// JSON body, as the document's workflow example sends it.
+	_, next = stream(t, ts, "POST", "/process_logs_streaming", map[string]string{"id": id})
+	assert.Len(t, readAll(t, next), 4)
+}
+
+func TestProcessLogsUnknownIDAndMissingID(t *testing.T) {
+	ts, _ := newTestServer(t)
+	_, next := stream(t, ts, "GET", "/process_logs_streaming?id=nope", nil)
+	evs := readAll(t, next)
+	require.Len(t, evs, 1)
+	assert.Equal(t, "error", evs[0].Name)
+	assert.Equal(t, map[string]any{"error": "process not found: nope"}, evs[0].Data)
+
+	code, body := call(t, ts, "GET", "/process_logs_streaming", nil)
+	assert.Equal(t, http.StatusBadRequest, code)
+	assert.Equal(t, "id is required", body["error"])
+}
+
+func TestProcessLogsResume(t *testing.T) {
+	ts, s := newTestServer(t)
+	id := startProcess(t, ts, s, "seq 1 10")
+	waitStatus(t, s, id)
+
+	resp := request(t, ts, "GET", "/process_logs_streaming?id="+id, nil)
+	resp.Body.Close()
+	req, err := http.NewRequest("GET", ts.URL+"/process_logs_streaming?id="+id, nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+testSecret)
+	req.Header.Set("Last-Event-ID", "7")
+	resp, err = ts.Client().Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	r := sse.NewReader(resp.Body)
+	var got []string
+	for {
+		ev, err := r.Next()
+		if err != nil {
+			break
+		}
+		got = append(got, string(ev.ID)+":"+string(ev.Name))
+	}
+	assert.Equal(t, []string{"8:log", "9:log", "10:log", ":complete"}, got)
+
+	_, next := stream(t, ts, "GET", "/process_logs_streaming?last_event_id=9&id="+id, nil)
+	evs := readAll(t, next)
+	require.Len(t, evs, 2)
+	assert.Equal(t, "10", evs[0].Data["data"])
+}
+
+func TestProcessLogsMissedLines(t *testing.T) {
+	ts, s := newTestServerWith(t, Config{}, &executor.Runner{}, procs.Options{MaxLines: 10})
+	id := startProcess(t, ts, s, "seq 1 100")
+	waitStatus(t, s, id)
+	_, next := stream(t, ts, "GET", "/process_logs_streaming?id="+id, nil)
+	evs := readAll(t, next)
+	require.Len(t, evs, 12)
+	assert.Equal(t, "missed", evs[0].Name)
+	assert.Equal(t, 90.0, evs[0].Data["missed"])
+	assert.Equal(t, "91", evs[1].Data["data"])
+	assert.Equal(t, "91", evs[1].ID)
+}
+
+func TestProcessLogsFollowFalse(t *testing.T) {
+	ts, s := newTestServer(t)
+	id := startProcess(t, ts, s, "echo first; sleep 100")
+	// Each follow=false stream ends at once, whether or not the line has
+	// arrived yet; poll until it has.
+	var evs []event
+	require.Eventually(t, func() bool {
+		_, next := stream(t, ts, "GET", "/process_logs_streaming?follow=false&id="+id, nil)
+		evs = readAll(t, next)
+		return len(evs) == 2
+	}, 5*time.Second, 10*time.Millisecond)
+	assert.Equal(t, "first", evs[0].Data["data"])
+	assert.Equal(t, "complete", evs[1].Name)
+	assert.Equal(t, procs.StatusRunning, waitRunning(t, s, id))
+
+	_, next := stream(t, ts, "POST", "/process_logs_streaming", map[string]any{"id": id, "follow": false})
+	assert.Len(t, readAll(t, next), 2)
+}
+
+func waitRunning(t *testing.T, s *Server, id string) procs.Status {
+	t.Helper()
+	p, err := s.procs.Get(id)
+	require.NoError(t, err)
+	return p.Info().Status
+}
+
+// A reader that has gone is removed at once, and a stalled reader blocks
+// neither the process nor another reader.
+func TestProcessLogsReadersLeaveAndStall(t *testing.T) {
+	ts, s := newTestServer(t)
+	id := startProcess(t, ts, s, "i=0; while [ $i -lt 20000 ]; do echo line-$i; i=$((i+1)); done; sleep 0.2")
+	p, err := s.procs.Get(id)
+	require.NoError(t, err)
+
+	// A stalled reader: connected, never reads.
+	stalledCtx, stallCancel := contextWithCancel(t)
+	req, err := http.NewRequestWithContext(stalledCtx, "GET", ts.URL+"/process_logs_streaming?id="+id, nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+testSecret)
+	stalled, err := ts.Client().Do(req)
+	require.NoError(t, err)
+	defer stalled.Body.Close()
+
+	_, next := stream(t, ts, "GET", "/process_logs_streaming?id="+id, nil)
+	evs := readAll(t, next)
+	assert.Equal(t, "complete", evs[len(evs)-1].Name)
+	waitStatus(t, s, id)
+
+	stallCancel()
+	require.Eventually(t, func() bool { return p.Subscribers() == 0 }, 5*time.Second, 10*time.Millisecond,
+		"readers that left are removed")
+}
+
+// r3labs/sse is an independent client: it must see every log line.
+func TestProcessLogsWithR3labsClient(t *testing.T) {
+	ts, s := newTestServer(t)
+	id := startProcess(t, ts, s, "for i in 1 2 3 4 5; do echo l$i; done")
+	waitStatus(t, s, id)
+
+	c := r3sse.NewClient(ts.URL + "/process_logs_streaming?id=" + id)
+	c.Headers["Authorization"] = "Bearer " + testSecret
+	c.ReconnectStrategy = nil
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	var mu sync.Mutex
+	var got []string
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = c.SubscribeRawWithContext(ctx, func(msg *r3sse.Event) {
+			mu.Lock()
+			defer mu.Unlock()
+			got = append(got, string(msg.Event)+" "+string(msg.ID)+" "+string(msg.Data))
+			if string(msg.Event) == "complete" {
+				cancel()
+			}
+		})
+	}()
+	<-done
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, got, 6)
+	assert.Contains(t, got[0], `log 1 {"timestamp":`)
+	assert.Contains(t, got[4], `"data":"l5"}`)
+	// The SSE spec carries the last id forward to events without one.
+	assert.Equal(t, `complete 5 {"message":"stream ended"}`, got[5])
+}

@@ -1,0 +1,125 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/sandbox-executor/sandbox-executor/executor"
+	"github.com/sandbox-executor/sandbox-executor/procs"
+	"github.com/sandbox-executor/sandbox-executor/proxy"
+)
+
+// apiFunc is a handler that returns its error instead of writing it; wrap
+// turns it into an http.Handler whose errors go through writeError.
+type apiFunc func(w http.ResponseWriter, r *http.Request) error
+
+// httpError is an error with the status and message the client sees.
+// extra holds more fields of the error body, for the documented replies
+// that carry them (409's current_port, kill_process's success:false).
+type httpError struct {
+	code  int
+	msg   string
+	extra map[string]any
+}
+
+func (e *httpError) Error() string { return e.msg }
+
+func errorf(code int, format string, args ...any) error {
+	return &httpError{code: code, msg: fmt.Sprintf(format, args...)}
+}
+
+func (s *Server) wrap(h apiFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := h(w, r); err != nil {
+			s.writeError(w, r, err)
+		}
+	})
+}
+
+// writeError is the one place that turns an error into a response. The
+// details of a 500 go to the log, never to the client. Once a stream has
+// started, the status is sent and nothing more can be said, so it only
+// logs.
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	code, msg := http.StatusInternalServerError, "internal error"
+	var extra map[string]any
+	var he *httpError
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &he):
+		code, msg, extra = he.code, he.msg, he.extra
+	case errors.As(err, &tooLarge):
+		code, msg = http.StatusRequestEntityTooLarge, fmt.Sprintf("request body too large (limit %d bytes)", tooLarge.Limit)
+	case errors.Is(err, executor.ErrInvalidDir):
+		code, msg = http.StatusBadRequest, err.Error()
+	case errors.Is(err, procs.ErrNotFound), errors.Is(err, procs.ErrNotRunning):
+		code, msg, extra = http.StatusBadRequest, err.Error(), map[string]any{"success": false}
+	case errors.Is(err, proxy.ErrInvalidPort):
+		code, msg = http.StatusBadRequest, proxy.ErrInvalidPort.Error()
+	}
+	if code >= 500 {
+		s.log.Error().Err(err).Str("path", r.URL.Path).Msg("request failed")
+	}
+	if rec, ok := w.(*recorder); ok && rec.status != 0 {
+		s.log.Debug().Err(err).Str("path", r.URL.Path).Msg("error after the response started")
+		return
+	}
+	body := map[string]any{"error": msg}
+	for k, v := range extra {
+		body[k] = v
+	}
+	encode(w, code, body)
+}
+
+// encode writes v as JSON with the given status. Every JSON reply carries
+// Content-Type application/json: one SDK parses a body only with it.
+func encode(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v) // an error here means the client left
+}
+
+// decode reads a JSON request body of at most maxBody bytes into a T. An
+// empty body decodes as {} so that required fields are reported by name.
+// Unknown fields are ignored: clients send more than the document names.
+func decode[T any](w http.ResponseWriter, r *http.Request, maxBody int64) (T, error) {
+	var v T
+	body := http.MaxBytesReader(w, r.Body, maxBody)
+	err := json.NewDecoder(body).Decode(&v)
+	var typeErr *json.UnmarshalTypeError
+	var tooLarge *http.MaxBytesError
+	switch {
+	case err == nil, errors.Is(err, io.EOF):
+		return v, nil
+	case errors.As(err, &tooLarge):
+		return v, err
+	case errors.As(err, &typeErr):
+		if typeErr.Field != "" {
+			return v, errorf(http.StatusBadRequest, "invalid request: field %q must be %s", typeErr.Field, jsonKind(typeErr.Type.Kind().String()))
+		}
+		return v, errorf(http.StatusBadRequest, "invalid request: body must be a JSON object")
+	default:
+		return v, errorf(http.StatusBadRequest, "invalid request: %s", strings.TrimPrefix(err.Error(), "json: "))
+	}
+}
+
+// jsonKind names a Go kind the way a JSON client thinks of it.
+func jsonKind(kind string) string {
+	switch kind {
+	case "string":
+		return "a string"
+	case "bool":
+		return "a boolean"
+	case "map", "struct":
+		return "an object"
+	case "slice", "array":
+		return "an array"
+	case "int", "int64", "int32", "uint16", "float64":
+		return "a number"
+	}
+	return "of another type"
+}

@@ -1,0 +1,40 @@
+package server
+
+import (
+	"net/http"
+)
+
+// routes registers the whole API. Authentication and access logging wrap
+// the router as a whole (see New).
+func (s *Server) routes() {
+	s.router.NotFoundHandler = s.wrap(func(w http.ResponseWriter, r *http.Request) error {
+		return errorf(http.StatusNotFound, "no such endpoint: %s", r.URL.Path)
+	})
+	s.router.MethodNotAllowedHandler = s.wrap(func(w http.ResponseWriter, r *http.Request) error {
+		return errorf(http.StatusMethodNotAllowed, "method %s not allowed for %s", r.Method, r.URL.Path)
+	})
+	get, post := http.MethodGet, http.MethodPost
+	r := s.router
+
+	r.Handle("/health", s.wrap(s.handleHealth)).Methods(get)
+
+	r.Handle("/run", s.wrap(s.handleRun)).Methods(post)
+	r.Handle("/run_streaming", s.wrap(s.handleRunStreaming)).Methods(post)
+
+	r.Handle("/start_process", s.wrap(s.handleProcessStart)).Methods(post)
+	r.Handle("/list_processes", s.wrap(s.handleProcessList)).Methods(get)
+	r.Handle("/kill_process", s.wrap(s.handleProcessKill)).Methods(post)
+	r.Handle("/process_logs_streaming", s.wrap(s.handleProcessLogs)).Methods(get, post)
+
+	r.Handle("/write_file", s.wrap(s.handleFileWrite)).Methods(post)
+	r.Handle("/read_file", s.wrap(s.handleFileRead)).Methods(post)
+	r.Handle("/delete_file", s.wrap(s.handleFileDelete)).Methods(post)
+	r.Handle("/stat_file", s.wrap(s.handleFileStat)).Methods(post)
+	r.Handle("/make_dir", s.wrap(s.handleDirMake)).Methods(post)
+	r.Handle("/delete_dir", s.wrap(s.handleDirDelete)).Methods(post)
+	r.Handle("/list_dir", s.wrap(s.handleDirList)).Methods(post)
+
+	r.Handle("/bind_port", s.wrap(s.handlePortBind)).Methods(post)
+	r.Handle("/unbind_port", s.wrap(s.handlePortUnbind)).Methods(post)
+	r.Handle("/port_status", s.wrap(s.handlePortStatus)).Methods(get)
+}

@@ -1,0 +1,167 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/sandbox-executor/sandbox-executor/executor"
+	"github.com/sandbox-executor/sandbox-executor/sse"
+)
+
+// commandRequest is the body of /run, /run_streaming and /start_process.
+type commandRequest struct {
+	Cmd string            `json:"cmd"`
+	Cwd string            `json:"cwd"`
+	Env map[string]string `json:"env"`
+	// Timeout is in seconds; absent or zero means none. Clients send it
+	// beyond the document.
+	Timeout *float64 `json:"timeout"`
+}
+
+// command validates req and returns the command it asks for.
+func (req commandRequest) command() (executor.Command, error) {
+	if req.Cmd == "" {
+		return executor.Command{}, errorf(http.StatusBadRequest, "cmd is required")
+	}
+	c := executor.Command{Cmd: req.Cmd, Dir: req.Cwd, Env: req.Env}
+	if req.Timeout != nil {
+		t := *req.Timeout
+		if t < 0 || math.IsNaN(t) || t > 365*24*3600 {
+			return c, errorf(http.StatusBadRequest, "timeout must be a number of seconds between 0 and one year")
+		}
+		c.Timeout = time.Duration(t * float64(time.Second))
+	}
+	return c, nil
+}
+
+// timeoutMessage is the error of a command its timeout stopped.
+func timeoutMessage(c executor.Command) string {
+	return fmt.Sprintf("command timed out after %s", c.Timeout)
+}
+
+// handleRun serves POST /run: it runs a command to the end and replies
+// with its output. If the client leaves, the command's group is killed.
+func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) error {
+	req, err := decode[commandRequest](w, r, s.cfg.MaxBody)
+	if err != nil {
+		return err
+	}
+	c, err := req.command()
+	if err != nil {
+		return err
+	}
+	out, err := s.runner.Run(r.Context(), c)
+	if err != nil {
+		if errors.Is(err, executor.ErrInvalidDir) {
+			return err
+		}
+		return fmt.Errorf("failed to start command: %w", err)
+	}
+	type reply struct {
+		Stdout string `json:"stdout"`
+		Stderr string `json:"stderr"`
+		Error  string `json:"error,omitempty"`
+		Code   int    `json:"code"`
+	}
+	res := reply{Stdout: string(out.Stdout), Stderr: string(out.Stderr), Code: out.Code}
+	switch {
+	case out.TimedOut:
+		res.Error = timeoutMessage(c)
+	case out.Code != 0:
+		res.Error = "Non-zero exit code" // the first implementation's words, which clients match
+	}
+	encode(w, http.StatusOK, res)
+	return nil
+}
+
+// handleRunStreaming serves POST /run_streaming: output events as lines
+// are read, then complete. Lines are written with backpressure: a client
+// that reads slowly slows the command rather than growing a buffer. A
+// client that leaves gets the command's group killed at once.
+func (s *Server) handleRunStreaming(w http.ResponseWriter, r *http.Request) error {
+	req, err := decode[commandRequest](w, r, s.cfg.MaxBody)
+	if err != nil {
+		return err
+	}
+	c, err := req.command()
+	if err != nil {
+		return err
+	}
+	// The status must be decided before the stream opens.
+	if err := executor.CheckDir(c.Dir); err != nil {
+		return err
+	}
+	st := &runStream{sw: sse.NewWriter(w)}
+	p, err := s.runner.Start(r.Context(), c, st.addLines)
+	if err != nil {
+		s.log.Warn().Err(err).Msg("run_streaming: command did not start")
+		_ = st.sw.Event("error", map[string]string{"error": "failed to start command: " + err.Error()})
+		return nil
+	}
+
+	ping := time.NewTicker(s.cfg.KeepAlive)
+	defer ping.Stop()
+	for {
+		select {
+		case <-p.Done():
+			res := p.Wait()
+			type complete struct {
+				Code    int    `json:"code"`
+				Error   bool   `json:"error"`
+				Message string `json:"message,omitempty"` // only for a timeout
+			}
+			done := complete{Code: res.Code, Error: res.Code != 0}
+			if res.TimedOut {
+				done.Message = timeoutMessage(c)
+			}
+			st.mu.Lock()
+			defer st.mu.Unlock()
+			_ = st.sw.Event("complete", done)
+			return nil
+		case <-ping.C:
+			st.pingIfIdle(s.cfg.KeepAlive)
+		}
+	}
+}
+
+// runStream writes the output events of one /run_streaming command.
+type runStream struct {
+	// mu guards sw and lastWrite: the stdout and stderr readers and the
+	// handler's ping and complete all write to the one stream.
+	mu        sync.Mutex
+	sw        *sse.Writer
+	lastWrite time.Time
+}
+
+// addLines is the command's executor.LineFunc: one output event per line,
+// one flush per batch.
+func (st *runStream) addLines(stream executor.Stream, t time.Time, lines [][]byte) {
+	name := stream.String()
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for _, l := range lines {
+		_ = st.sw.AppendEventFunc(0, "output", func(b []byte) []byte {
+			b = append(b, `{"stream":"`...)
+			b = append(b, name...)
+			b = append(b, `","data":`...)
+			b = sse.AppendJSONString(b, l)
+			return append(b, '}')
+		})
+	}
+	_ = st.sw.Flush() // an error means the client left; the request context kills the command
+	st.lastWrite = t
+}
+
+// pingIfIdle sends a keepalive comment if nothing was written for every.
+func (st *runStream) pingIfIdle(every time.Duration) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if time.Since(st.lastWrite) >= every-every/10 {
+		_ = st.sw.Comment("ping")
+		st.lastWrite = time.Now()
+	}
+}

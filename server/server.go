@@ -1,0 +1,134 @@
+// Package server is the HTTP face of the agent: routes, authentication,
+// request decoding and the one function that writes errors. The work itself
+// is done by the executor, procs, files and proxy packages.
+package server
+
+import (
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/gorilla/mux"
+	"github.com/rs/zerolog"
+
+	"github.com/sandbox-executor/sandbox-executor/executor"
+	"github.com/sandbox-executor/sandbox-executor/procs"
+	"github.com/sandbox-executor/sandbox-executor/proxy"
+)
+
+// Config holds the settings of the HTTP face. Zero fields take defaults.
+type Config struct {
+	// BasePath, if set (e.g. "/koyeb-sandbox"), serves every endpoint
+	// under that prefix as well as at the root.
+	BasePath string
+	// MaxBody caps a request body, in bytes. If zero, 64 MiB.
+	MaxBody int64
+	// KeepAlive is how often an idle event stream gets a ": ping"
+	// comment. If zero, 15 s.
+	KeepAlive time.Duration
+	// ProxyPort is the TCP proxy's port, reported by /health,
+	// /port_status and /bind_port.
+	ProxyPort int
+	// Version is reported by /health.
+	Version string
+}
+
+// Server serves the API. Create it with New.
+type Server struct {
+	log     zerolog.Logger
+	auth    *Auth
+	runner  *executor.Runner
+	procs   *procs.Registry
+	fwd     *proxy.Forwarder
+	cfg     Config
+	router  *mux.Router
+	handler http.Handler
+	started time.Time
+}
+
+// New returns a Server that runs commands with runner, keeps background
+// processes in reg and binds ports on fwd.
+func New(log zerolog.Logger, auth *Auth, runner *executor.Runner, reg *procs.Registry, fwd *proxy.Forwarder, cfg Config) *Server {
+	if cfg.MaxBody <= 0 {
+		cfg.MaxBody = 64 << 20
+	}
+	if cfg.KeepAlive <= 0 {
+		cfg.KeepAlive = 15 * time.Second
+	}
+	cfg.BasePath = strings.TrimRight(cfg.BasePath, "/")
+	s := &Server{log: log, auth: auth, runner: runner, procs: reg, fwd: fwd, cfg: cfg,
+		router: mux.NewRouter(), started: time.Now()}
+	s.routes()
+	// Access logging sees every request, including 401s, 404s and 405s;
+	// authentication guards the whole router rather than a subrouter,
+	// because mux does not run subrouter middleware for 404 and 405.
+	s.handler = s.logRequests(s.stripBasePath(s.requireToken(s.router)))
+	return s
+}
+
+// ServeHTTP serves one request.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
+
+// stripBasePath serves requests under cfg.BasePath as if they had come
+// without it.
+func (s *Server) stripBasePath(next http.Handler) http.Handler {
+	if s.cfg.BasePath == "" {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if rest, ok := strings.CutPrefix(r.URL.Path, s.cfg.BasePath); ok && (rest == "" || rest[0] == '/') {
+			r2 := r.Clone(r.Context())
+			r2.URL.Path = rest
+			r2.URL.RawPath = ""
+			if r2.URL.Path == "" {
+				r2.URL.Path = "/"
+			}
+			r = r2
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// recorder remembers the status and size of a response for the access log
+// and for writeError, which must not write a second status.
+type recorder struct {
+	http.ResponseWriter
+	status int
+	bytes  int64
+}
+
+func (rec *recorder) WriteHeader(code int) {
+	if rec.status == 0 {
+		rec.status = code
+	}
+	rec.ResponseWriter.WriteHeader(code)
+}
+
+func (rec *recorder) Write(b []byte) (int, error) {
+	if rec.status == 0 {
+		rec.status = http.StatusOK
+	}
+	n, err := rec.ResponseWriter.Write(b)
+	rec.bytes += int64(n)
+	return n, err
+}
+
+// Unwrap lets http.ResponseController reach the connection's Flush and
+// deadlines.
+func (rec *recorder) Unwrap() http.ResponseWriter { return rec.ResponseWriter }
+
+// logRequests writes one access-log line per request, at debug level for
+// successes and info for failures.
+func (s *Server) logRequests(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rec := &recorder{ResponseWriter: w}
+		next.ServeHTTP(rec, r)
+		ev := s.log.Debug()
+		if rec.status >= 400 {
+			ev = s.log.Info()
+		}
+		ev.Str("method", r.Method).Str("path", r.URL.Path).Int("status", rec.status).
+			Int64("bytes", rec.bytes).Dur("duration", time.Since(start)).Msg("request")
+	})
+}

@@ -1,0 +1,88 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/sandbox-executor/sandbox-executor/executor"
+	"github.com/sandbox-executor/sandbox-executor/procs"
+	"github.com/sandbox-executor/sandbox-executor/proxy"
+)
+
+const testSecret = "test-secret"
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// newTestServer starts the API on a loopback listener with default
+// settings and a static secret; everything is closed when the test ends.
+func newTestServer(t *testing.T) (*httptest.Server, *Server) {
+	t.Helper()
+	return newTestServerWith(t, Config{}, &executor.Runner{DrainDelay: 500 * time.Millisecond}, procs.Options{})
+}
+
+func newTestServerWith(t *testing.T, cfg Config, runner *executor.Runner, opts procs.Options) (*httptest.Server, *Server) {
+	t.Helper()
+	auth, err := NewStaticAuth(testSecret)
+	require.NoError(t, err)
+	reg := procs.NewRegistry(runner, opts)
+	fwd := &proxy.Forwarder{}
+	s := New(zerolog.Nop(), auth, runner, reg, fwd, cfg)
+	ts := httptest.NewServer(s)
+	t.Cleanup(func() {
+		ts.CloseClientConnections()
+		ts.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		require.NoError(t, reg.Close(ctx))
+		require.NoError(t, fwd.Close(ctx))
+	})
+	return ts, s
+}
+
+// request sends a request with the test secret; body is JSON-encoded
+// unless it is nil, a string or []byte (sent as is).
+func request(t *testing.T, ts *httptest.Server, method, path string, body any) *http.Response {
+	t.Helper()
+	var r io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		r = bytes.NewBufferString(b)
+	case []byte:
+		r = bytes.NewReader(b)
+	default:
+		data, err := json.Marshal(b)
+		require.NoError(t, err)
+		r = bytes.NewReader(data)
+	}
+	req, err := http.NewRequestWithContext(t.Context(), method, ts.URL+path, r)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+testSecret)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := ts.Client().Do(req)
+	require.NoError(t, err)
+	t.Cleanup(func() { resp.Body.Close() })
+	return resp
+}
+
+// call sends a request with the test secret and decodes the JSON reply,
+// checking that it is labelled as JSON.
+func call(t *testing.T, ts *httptest.Server, method, path string, body any) (int, map[string]any) {
+	t.Helper()
+	resp := request(t, ts, method, path, body)
+	defer resp.Body.Close()
+	require.Equal(t, "application/json", resp.Header.Get("Content-Type"))
+	var out map[string]any
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&out))
+	return resp.StatusCode, out
+}
