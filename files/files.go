@@ -19,8 +19,13 @@ import (
 // MaxRead is the largest file Read returns, in bytes.
 const MaxRead = 64 << 20
 
-// ErrTooLarge is wrapped by Read's error for a file over MaxRead bytes.
-var ErrTooLarge = errors.New("file too large")
+var (
+	// ErrTooLarge is wrapped by Read's error for a file over MaxRead bytes.
+	ErrTooLarge = errors.New("file too large")
+	// ErrNotRegular is wrapped by Read's error for a named pipe or a
+	// socket, which cannot be read as a file.
+	ErrNotRegular = errors.New("named pipes and sockets cannot be read")
+)
 
 // Entry describes one file or directory.
 type Entry struct {
@@ -47,7 +52,10 @@ func Read(path string) ([]byte, error) {
 
 // readAtMost is Read with the given limit in bytes; tests use small limits.
 func readAtMost(path string, limit int64) ([]byte, error) {
-	f, err := os.Open(path)
+	// O_NONBLOCK: opening a named pipe would otherwise wait, for as long as
+	// the request lasts, for a writer that may never come. It changes
+	// nothing for regular files.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -55,6 +63,9 @@ func readAtMost(path string, limit int64) ([]byte, error) {
 	fi, err := f.Stat()
 	if err != nil {
 		return nil, err
+	}
+	if fi.Mode()&(fs.ModeNamedPipe|fs.ModeSocket) != 0 {
+		return nil, &fs.PathError{Op: "read", Path: path, Err: ErrNotRegular}
 	}
 	size := fi.Size()
 	if size > limit {

@@ -329,3 +329,27 @@ func TestStat(t *testing.T) {
 		}
 	})
 }
+
+// A named pipe without a writer would block open(2) for as long as the
+// request lasts; Read refuses it at once instead.
+func TestReadNamedPipeDoesNotBlock(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "fifo")
+	require.NoError(t, syscall.Mkfifo(path, 0o644))
+	done := make(chan error, 1)
+	go func() {
+		_, err := Read(path)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		assert.ErrorIs(t, err, ErrNotRegular)
+		assert.Contains(t, err.Error(), path)
+	case <-time.After(5 * time.Second):
+		// Unblock the reader so the leak check does not fail as well.
+		f, err := os.OpenFile(path, os.O_WRONLY, 0)
+		if err == nil {
+			f.Close()
+		}
+		t.Fatal("Read blocked on a named pipe")
+	}
+}
