@@ -90,6 +90,11 @@ func decode[T any](w http.ResponseWriter, r *http.Request, maxBody int64) (T, er
 	var v T
 	body := http.MaxBytesReader(w, r.Body, maxBody)
 	err := json.NewDecoder(body).Decode(&v)
+	if err == nil {
+		// Reading the body to its end is what lets net/http watch the
+		// connection, and so cancel r.Context() when the client leaves.
+		_, err = io.Copy(io.Discard, body)
+	}
 	var typeErr *json.UnmarshalTypeError
 	var tooLarge *http.MaxBytesError
 	switch {
