@@ -1,0 +1,188 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+const (
+	authStatic = "static"
+	authPool   = "pool"
+
+	defaultAPIPort    = 3030
+	defaultProxyPort  = 3031
+	defaultSecretPath = "/var/lib/sandbox-container/sandbox-secret"
+	// defaultKeepAlive matches server.Config's own default.
+	defaultKeepAlive = 15 * time.Second
+)
+
+// config is the agent's configuration. Each setting comes from its flag if
+// the flag is given, else from the first non-empty environment variable of
+// its list, else from its default.
+type config struct {
+	secret     string // empty if not set
+	authMode   string // authStatic or authPool
+	secretPath string // where pool mode persists the claimed secret
+	apiAddr    string // host:port for the API; ":3030" listens on every interface
+	proxyAddr  string // host:port for the TCP proxy
+	logLevel   zerolog.Level
+	basePath   string        // empty serves at the root only
+	keepAlive  time.Duration // always positive
+	version    bool          // -version: print the version and exit
+	command    []string      // the sandbox's main command, after "--"; nil if none
+}
+
+// configParser holds the state of one parseConfig call.
+type configParser struct {
+	fs     *flag.FlagSet
+	given  map[string]bool // flags set on the command line
+	getenv func(string) string
+}
+
+// parseConfig reads the configuration from args (without the program
+// name) and getenv. Flag errors and -h have already been reported on
+// output by the flag package; parseConfig then returns an exitCodeError
+// (2, or 0 for -h) so that main prints nothing more.
+func parseConfig(args []string, getenv func(string) string, output io.Writer) (config, error) {
+	flagArgs, command := splitCommand(args)
+	fs := flag.NewFlagSet("sandbox-executor", flag.ContinueOnError)
+	fs.SetOutput(output)
+	fs.Usage = func() {
+		fmt.Fprintln(output, "usage: sandbox-executor [flags] [-- CMD ARGS...]")
+		fs.PrintDefaults()
+	}
+	fs.String("secret", "", "bearer `secret` (env SANDBOX_SECRET; prefer the env: arguments are visible to every process)")
+	fs.String("auth-mode", authStatic, "`mode`: static (needs a secret) or pool (the first bearer token claims the sandbox) (env SANDBOX_AUTH_MODE)")
+	fs.String("secret-path", defaultSecretPath, "`file` where pool mode persists the claimed secret (env SANDBOX_SECRET_PATH)")
+	fs.String("port", strconv.Itoa(defaultAPIPort), "API `port` on every interface (env SANDBOX_PORT, then PORT)")
+	fs.String("addr", "", "API `host:port`; overrides -port and its env")
+	fs.String("proxy-port", strconv.Itoa(defaultProxyPort), "TCP proxy `port` on every interface (env SANDBOX_PROXY_PORT, then PROXY_PORT)")
+	fs.String("proxy-addr", "", "TCP proxy `host:port`; overrides -proxy-port and its env")
+	fs.String("log-level", "info", "`level`: trace, debug, info, warn or error (env LOG_LEVEL)")
+	fs.String("base-path", "", "also serve the API under this `prefix`, e.g. /koyeb-sandbox (env BASE_PATH)")
+	fs.String("keepalive", defaultKeepAlive.String(), "`interval` of the comment sent on idle event streams (env SSE_KEEPALIVE)")
+	version := fs.Bool("version", false, "print the version and exit")
+	if err := fs.Parse(flagArgs); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return config{}, exitCodeError{0}
+		}
+		return config{}, exitCodeError{2}
+	}
+	if fs.NArg() > 0 {
+		return config{}, fmt.Errorf("unexpected argument %q: the main command goes after --", fs.Arg(0))
+	}
+	if *version {
+		return config{version: true}, nil // whatever else is set, valid or not
+	}
+	p := &configParser{fs: fs, given: map[string]bool{}, getenv: getenv}
+	fs.Visit(func(f *flag.Flag) { p.given[f.Name] = true })
+	c, err := p.config()
+	c.command = command
+	return c, err
+}
+
+// splitCommand splits args at the first "--": the agent's flags before it,
+// the sandbox's main command after it. "--" followed by nothing means no
+// command. (A flag value of exactly "--" would be taken for the split; no
+// flag has a use for one.)
+func splitCommand(args []string) (flags, command []string) {
+	i := slices.Index(args, "--")
+	if i < 0 {
+		return args, nil
+	}
+	if i == len(args)-1 {
+		return args[:i], nil
+	}
+	return args[:i], args[i+1:]
+}
+
+// config validates every setting into a config.
+func (p *configParser) config() (config, error) {
+	var c config
+	var err error
+	c.secret, _ = p.value("secret", "SANDBOX_SECRET")
+	c.secretPath, _ = p.value("secret-path", "SANDBOX_SECRET_PATH")
+	c.basePath, _ = p.value("base-path", "BASE_PATH")
+	mode, from := p.value("auth-mode", "SANDBOX_AUTH_MODE")
+	switch strings.ToLower(strings.TrimSpace(mode)) {
+	case "", authStatic:
+		c.authMode = authStatic // a missing secret is reported by server.NewStaticAuth
+	case authPool:
+		c.authMode = authPool
+		if c.secret != "" {
+			return c, errors.New("SANDBOX_SECRET cannot be set when SANDBOX_AUTH_MODE=pool")
+		}
+	default:
+		return c, fmt.Errorf("unsupported SANDBOX_AUTH_MODE %q (from %s): want static or pool", mode, from)
+	}
+	if c.apiAddr, err = p.addr("addr", "port", "SANDBOX_PORT", "PORT"); err != nil {
+		return c, err
+	}
+	if c.proxyAddr, err = p.addr("proxy-addr", "proxy-port", "SANDBOX_PROXY_PORT", "PROXY_PORT"); err != nil {
+		return c, err
+	}
+	level, from := p.value("log-level", "LOG_LEVEL")
+	var ok bool
+	if c.logLevel, ok = parseLevel(level); !ok {
+		return c, fmt.Errorf("invalid log level %q (from %s): want trace, debug, info, warn or error", level, from)
+	}
+	keepAlive, from := p.value("keepalive", "SSE_KEEPALIVE")
+	if c.keepAlive, err = time.ParseDuration(keepAlive); err != nil || c.keepAlive <= 0 {
+		return c, fmt.Errorf("invalid keepalive %q (from %s): want a positive duration such as 15s", keepAlive, from)
+	}
+	return c, nil
+}
+
+// value returns the setting of flag name and where it came from: the flag
+// if given, else the first of envs that is not empty, else the flag's
+// default.
+func (p *configParser) value(name string, envs ...string) (value, from string) {
+	if p.given[name] {
+		return p.fs.Lookup(name).Value.String(), "-" + name
+	}
+	for _, env := range envs {
+		if v := p.getenv(env); v != "" {
+			return v, env
+		}
+	}
+	return p.fs.Lookup(name).DefValue, "the default"
+}
+
+// addr returns the listen address: flag addrFlag as given, else every
+// interface at the port of portFlag (or of envs).
+func (p *configParser) addr(addrFlag, portFlag string, envs ...string) (string, error) {
+	if p.given[addrFlag] {
+		return p.fs.Lookup(addrFlag).Value.String(), nil
+	}
+	port, from := p.value(portFlag, envs...)
+	n, err := strconv.Atoi(strings.TrimSpace(port))
+	if err != nil || n < 0 || n > 65535 {
+		return "", fmt.Errorf("invalid port %q (from %s): want a number from 0 to 65535", port, from)
+	}
+	return ":" + strconv.Itoa(n), nil
+}
+
+// parseLevel parses a LOG_LEVEL value, case-insensitively; empty means info.
+func parseLevel(s string) (zerolog.Level, bool) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "trace":
+		return zerolog.TraceLevel, true
+	case "debug":
+		return zerolog.DebugLevel, true
+	case "", "info":
+		return zerolog.InfoLevel, true
+	case "warn":
+		return zerolog.WarnLevel, true
+	case "error":
+		return zerolog.ErrorLevel, true
+	}
+	return zerolog.NoLevel, false
+}

@@ -1,0 +1,493 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/sandbox-executor/sandbox-executor/internal/testutil"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+const testSecret = "s3cret-token"
+
+// syncBuffer is a bytes.Buffer safe for the agent's and the test's
+// goroutines at once.
+type syncBuffer struct {
+	mu sync.Mutex // guards b
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func getenv(env map[string]string) func(string) string {
+	return func(k string) string { return env[k] }
+}
+
+// testAgent is an agent started by startAgent on loopback ports.
+type testAgent struct {
+	api, proxy net.Addr
+	stderr     *syncBuffer
+	stdout     *syncBuffer
+	cancel     context.CancelFunc
+	errc       chan error // receives run's result once
+	client     *http.Client
+}
+
+// startAgent runs the agent with env, the loopback addresses and args
+// until the test ends. o's ready and stdout are set here.
+func startAgent(t *testing.T, env map[string]string, o options, args ...string) *testAgent {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	a := &testAgent{stderr: &syncBuffer{}, stdout: &syncBuffer{}, cancel: cancel, errc: make(chan error, 1),
+		client: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}}
+	addrs := make(chan [2]net.Addr, 1)
+	o.ready = func(api, proxy net.Addr) { addrs <- [2]net.Addr{api, proxy} }
+	o.stdout = a.stdout
+	args = append([]string{"-addr", "127.0.0.1:0", "-proxy-addr", "127.0.0.1:0"}, args...)
+	go func() { a.errc <- o.run(ctx, args, getenv(env), a.stderr) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-a.errc:
+		case <-time.After(10 * time.Second):
+			t.Error("run did not return after the test")
+		}
+	})
+	select {
+	case got := <-addrs:
+		a.api, a.proxy = got[0], got[1]
+	case err := <-a.errc:
+		a.errc <- err // for the cleanup
+		t.Fatalf("run returned before listening: %v\nlog:\n%s", err, a.stderr)
+	case <-time.After(5 * time.Second):
+		t.Fatalf("the agent did not listen within 5 s\nlog:\n%s", a.stderr)
+	}
+	return a
+}
+
+// stop cancels the agent's ctx and returns how long run took to return,
+// and its result.
+func (a *testAgent) stop(t *testing.T) (time.Duration, error) {
+	t.Helper()
+	start := time.Now()
+	a.cancel()
+	err := a.result(t)
+	return time.Since(start), err
+}
+
+// result waits for run's result and leaves a copy for the cleanup.
+func (a *testAgent) result(t *testing.T) error {
+	t.Helper()
+	select {
+	case err := <-a.errc:
+		a.errc <- err
+		return err
+	case <-time.After(10 * time.Second):
+		t.Fatal("run did not return within 10 s")
+		return nil
+	}
+}
+
+// do sends a request with the given bearer token (none if empty) and
+// returns the status and body.
+func (a *testAgent) do(t *testing.T, method, path, token, body string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, "http://"+a.api.String()+path, strings.NewReader(body))
+	require.NoError(t, err)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := a.client.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, string(b)
+}
+
+func TestParseConfig(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		env     map[string]string
+		check   func(t *testing.T, c config)
+		wantErr string
+	}{
+		{name: "defaults", check: func(t *testing.T, c config) {
+			assert.Equal(t, ":3030", c.apiAddr)
+			assert.Equal(t, ":3031", c.proxyAddr)
+			assert.Equal(t, authStatic, c.authMode)
+			assert.Equal(t, defaultSecretPath, c.secretPath)
+			assert.Equal(t, zerolog.InfoLevel, c.logLevel)
+			assert.Equal(t, 15*time.Second, c.keepAlive)
+			assert.Empty(t, c.secret)
+			assert.Nil(t, c.command)
+		}},
+		{name: "SANDBOX_PORT wins over PORT",
+			env: map[string]string{"SANDBOX_PORT": "4000", "PORT": "8080", "SANDBOX_PROXY_PORT": "4001", "PROXY_PORT": "8081"},
+			check: func(t *testing.T, c config) {
+				assert.Equal(t, ":4000", c.apiAddr)
+				assert.Equal(t, ":4001", c.proxyAddr)
+			}},
+		{name: "PORT alone, as older deployments set it",
+			env: map[string]string{"PORT": "8080", "PROXY_PORT": "8081"},
+			check: func(t *testing.T, c config) {
+				assert.Equal(t, ":8080", c.apiAddr)
+				assert.Equal(t, ":8081", c.proxyAddr)
+			}},
+		{name: "empty variable counts as unset",
+			env:   map[string]string{"SANDBOX_PORT": "", "PORT": "8080"},
+			check: func(t *testing.T, c config) { assert.Equal(t, ":8080", c.apiAddr) }},
+		{name: "flag wins over env",
+			args: []string{"-port", "5000", "-proxy-port", "5001", "-secret", "flag", "-log-level", "warn"},
+			env:  map[string]string{"SANDBOX_PORT": "4000", "SANDBOX_PROXY_PORT": "4001", "SANDBOX_SECRET": "env", "LOG_LEVEL": "debug"},
+			check: func(t *testing.T, c config) {
+				assert.Equal(t, ":5000", c.apiAddr)
+				assert.Equal(t, ":5001", c.proxyAddr)
+				assert.Equal(t, "flag", c.secret)
+				assert.Equal(t, zerolog.WarnLevel, c.logLevel)
+			}},
+		{name: "addr overrides port flag and env",
+			args: []string{"-addr", "127.0.0.1:0", "-port", "5000", "-proxy-addr", "[::1]:7"},
+			env:  map[string]string{"SANDBOX_PORT": "4000"},
+			check: func(t *testing.T, c config) {
+				assert.Equal(t, "127.0.0.1:0", c.apiAddr)
+				assert.Equal(t, "[::1]:7", c.proxyAddr)
+			}},
+		{name: "env settings",
+			env: map[string]string{"SANDBOX_SECRET": "abc", "LOG_LEVEL": "TRACE", "BASE_PATH": "/koyeb-sandbox",
+				"SSE_KEEPALIVE": "10s", "SANDBOX_AUTH_MODE": "Static"},
+			check: func(t *testing.T, c config) {
+				assert.Equal(t, "abc", c.secret)
+				assert.Equal(t, zerolog.TraceLevel, c.logLevel)
+				assert.Equal(t, "/koyeb-sandbox", c.basePath)
+				assert.Equal(t, 10*time.Second, c.keepAlive)
+				assert.Equal(t, authStatic, c.authMode)
+			}},
+		{name: "pool mode",
+			env: map[string]string{"SANDBOX_AUTH_MODE": "POOL", "SANDBOX_SECRET_PATH": "/tmp/x/secret"},
+			check: func(t *testing.T, c config) {
+				assert.Equal(t, authPool, c.authMode)
+				assert.Equal(t, "/tmp/x/secret", c.secretPath)
+			}},
+		{name: "main command after the first --",
+			args: []string{"-secret", "x", "--", "sh", "-c", "echo -- hi", "--"},
+			check: func(t *testing.T, c config) {
+				assert.Equal(t, []string{"sh", "-c", "echo -- hi", "--"}, c.command)
+			}},
+		{name: "-- alone means no command",
+			args:  []string{"--"},
+			check: func(t *testing.T, c config) { assert.Nil(t, c.command) }},
+		{name: "pool with a secret", env: map[string]string{"SANDBOX_AUTH_MODE": "pool", "SANDBOX_SECRET": "x"},
+			wantErr: "SANDBOX_SECRET cannot be set when SANDBOX_AUTH_MODE=pool"},
+		{name: "unknown auth mode", env: map[string]string{"SANDBOX_AUTH_MODE": "oauth"},
+			wantErr: `unsupported SANDBOX_AUTH_MODE "oauth"`},
+		{name: "bad log level", env: map[string]string{"LOG_LEVEL": "verbose"},
+			wantErr: `invalid log level "verbose" (from LOG_LEVEL)`},
+		{name: "bad port", env: map[string]string{"SANDBOX_PORT": "70000"},
+			wantErr: `invalid port "70000" (from SANDBOX_PORT)`},
+		{name: "bad proxy port flag", args: []string{"-proxy-port", "x"},
+			wantErr: `invalid port "x" (from -proxy-port)`},
+		{name: "bad keepalive", env: map[string]string{"SSE_KEEPALIVE": "15"},
+			wantErr: `invalid keepalive "15" (from SSE_KEEPALIVE)`},
+		{name: "stray argument", args: []string{"sh"},
+			wantErr: `unexpected argument "sh": the main command goes after --`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := parseConfig(tt.args, getenv(tt.env), io.Discard)
+			if tt.wantErr != "" {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), tt.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			tt.check(t, c)
+		})
+	}
+}
+
+func TestParseConfigFlagErrors(t *testing.T) {
+	var out bytes.Buffer
+	_, err := parseConfig([]string{"-h"}, getenv(nil), &out)
+	assert.Equal(t, exitCodeError{0}, err)
+	assert.Contains(t, out.String(), "SANDBOX_PORT, then PORT")
+
+	_, err = parseConfig([]string{"-no-such-flag"}, getenv(nil), io.Discard)
+	assert.Equal(t, exitCodeError{2}, err)
+}
+
+func TestRunConfigErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		env  map[string]string
+		want []string // substrings of the error
+	}{
+		{"missing secret", nil, []string{"SANDBOX_SECRET"}},
+		{"bad log level", map[string]string{"SANDBOX_SECRET": "x", "LOG_LEVEL": "loud"}, []string{`"loud"`, "LOG_LEVEL"}},
+		{"pool with a secret", map[string]string{"SANDBOX_SECRET": "x", "SANDBOX_AUTH_MODE": "pool"},
+			[]string{"SANDBOX_SECRET cannot be set when SANDBOX_AUTH_MODE=pool"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := run(context.Background(), []string{"-addr", "127.0.0.1:0", "-proxy-addr", "127.0.0.1:0"},
+				getenv(tt.env), io.Discard)
+			require.Error(t, err)
+			for _, want := range tt.want {
+				assert.Contains(t, err.Error(), want)
+			}
+		})
+	}
+}
+
+func TestVersion(t *testing.T) {
+	var out syncBuffer
+	err := options{stdout: &out}.run(context.Background(), []string{"-version"},
+		getenv(map[string]string{"LOG_LEVEL": "bad"}), io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, "sandbox-executor dev\n", out.String())
+}
+
+func TestHealthAndAuth(t *testing.T) {
+	a := startAgent(t, map[string]string{"SANDBOX_SECRET": testSecret}, options{})
+
+	code, body := a.do(t, http.MethodGet, "/health", "", "")
+	assert.Equal(t, http.StatusOK, code)
+	var health map[string]any
+	require.NoError(t, json.Unmarshal([]byte(body), &health))
+	assert.Equal(t, "ok", health["status"])
+	assert.Equal(t, version, health["version"])
+	assert.Equal(t, strconv.Itoa(a.proxy.(*net.TCPAddr).Port), health["proxy_port"], "the actual proxy port, not 0")
+
+	code, _ = a.do(t, http.MethodGet, "/list_processes", "", "")
+	assert.Equal(t, http.StatusUnauthorized, code)
+	code, _ = a.do(t, http.MethodGet, "/list_processes", "wrong", "")
+	assert.Equal(t, http.StatusUnauthorized, code)
+	code, _ = a.do(t, http.MethodGet, "/list_processes", testSecret, "")
+	assert.Equal(t, http.StatusOK, code)
+
+	log := a.stderr.String()
+	assert.Contains(t, log, `"message":"listening"`)
+	assert.Contains(t, log, `"api":"`+a.api.String()+`"`)
+	assert.Contains(t, log, `"proxy":"`+a.proxy.String()+`"`)
+	assert.Contains(t, log, `"auth_mode":"static"`)
+	assert.NotContains(t, log, testSecret)
+
+	took, err := a.stop(t)
+	assert.NoError(t, err)
+	assert.Less(t, took, 5*time.Second)
+}
+
+func TestBasePathAndProxy(t *testing.T) {
+	a := startAgent(t, map[string]string{"SANDBOX_SECRET": testSecret, "BASE_PATH": "/koyeb-sandbox"}, options{})
+	code, _ := a.do(t, http.MethodGet, "/koyeb-sandbox/health", "", "")
+	assert.Equal(t, http.StatusOK, code)
+
+	// The proxy listener is served: with no port bound it accepts and
+	// closes, so a read ends without data.
+	c, err := net.DialTimeout("tcp", a.proxy.String(), 5*time.Second)
+	require.NoError(t, err)
+	defer c.Close()
+	require.NoError(t, c.SetReadDeadline(time.Now().Add(5*time.Second)))
+	n, err := c.Read(make([]byte, 1))
+	assert.Equal(t, 0, n)
+	assert.Error(t, err)
+}
+
+func TestPoolMode(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state", "sandbox-secret")
+	env := map[string]string{"SANDBOX_AUTH_MODE": "pool", "SANDBOX_SECRET_PATH": path}
+
+	a := startAgent(t, env, options{})
+	assert.Contains(t, a.stderr.String(), `"auth_mode":"pool"`)
+	code, _ := a.do(t, http.MethodGet, "/list_processes", "", "")
+	assert.Equal(t, http.StatusUnauthorized, code, "no token claims nothing")
+	code, _ = a.do(t, http.MethodGet, "/list_processes", "abc", "")
+	assert.Equal(t, http.StatusOK, code, "the first token claims the sandbox")
+	code, _ = a.do(t, http.MethodGet, "/list_processes", "other", "")
+	assert.Equal(t, http.StatusUnauthorized, code)
+	code, _ = a.do(t, http.MethodGet, "/list_processes", "abc", "")
+	assert.Equal(t, http.StatusOK, code)
+
+	fi, err := os.Stat(path)
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	assert.Equal(t, "abc", string(b))
+	_, err = a.stop(t)
+	require.NoError(t, err)
+
+	// A restarted agent keeps the claim.
+	b2 := startAgent(t, env, options{})
+	assert.Contains(t, b2.stderr.String(), `"claimed":true`)
+	code, _ = b2.do(t, http.MethodGet, "/list_processes", "other", "")
+	assert.Equal(t, http.StatusUnauthorized, code)
+	code, _ = b2.do(t, http.MethodGet, "/list_processes", "abc", "")
+	assert.Equal(t, http.StatusOK, code)
+}
+
+func TestShutdownKillsBackgroundProcesses(t *testing.T) {
+	a := startAgent(t, map[string]string{"SANDBOX_SECRET": testSecret}, options{})
+	code, body := a.do(t, http.MethodPost, "/start_process", testSecret, `{"cmd":"sleep 100"}`)
+	require.Equal(t, http.StatusCreated, code, body)
+	var started struct{ PID int }
+	require.NoError(t, json.Unmarshal([]byte(body), &started))
+	require.True(t, testutil.Alive(started.PID))
+
+	took, err := a.stop(t)
+	assert.NoError(t, err)
+	assert.Less(t, took, 5*time.Second)
+	assert.False(t, testutil.Alive(started.PID), "the background process outlived the agent")
+}
+
+func TestShutdownEndsRunInFlight(t *testing.T) {
+	a := startAgent(t, map[string]string{"SANDBOX_SECRET": testSecret}, options{})
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	reqBody, err := json.Marshal(map[string]string{"cmd": "echo $$ > " + pidFile + "; sleep 100; true"})
+	require.NoError(t, err)
+
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		// The answer does not matter: only that the request ends.
+		req, _ := http.NewRequest(http.MethodPost, "http://"+a.api.String()+"/run", bytes.NewReader(reqBody))
+		req.Header.Set("Authorization", "Bearer "+testSecret)
+		if resp, err := a.client.Do(req); err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+	}()
+	var pid int
+	require.Eventually(t, func() bool {
+		b, err := os.ReadFile(pidFile)
+		pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		return err == nil && pid > 0
+	}, 5*time.Second, 10*time.Millisecond)
+
+	took, err := a.stop(t)
+	assert.NoError(t, err)
+	// Without the base context the request would be cut only when the
+	// graceful shutdown gives up, after httpShutdownTimeout.
+	assert.Less(t, took, httpShutdownTimeout-time.Second)
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the /run request did not end at shutdown")
+	}
+	assert.False(t, testutil.Alive(pid), "the /run command outlived the agent")
+}
+
+func TestMainCommandExitCode(t *testing.T) {
+	leftover := filepath.Join(t.TempDir(), "leftover")
+	a := startAgent(t, map[string]string{"SANDBOX_SECRET": testSecret}, options{},
+		"--", "sh", "-c", "sleep 100 >/dev/null 2>&1 & echo $! > "+leftover+"; exit 7")
+	start := time.Now()
+	assert.Equal(t, exitCodeError{7}, a.result(t))
+	assert.Less(t, time.Since(start), 5*time.Second)
+
+	b, err := os.ReadFile(leftover)
+	require.NoError(t, err)
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	require.NoError(t, err)
+	assertDies(t, pid, "what the main command left in its group outlived the agent")
+}
+
+func TestMainCommandStartFailure(t *testing.T) {
+	err := run(context.Background(),
+		[]string{"-addr", "127.0.0.1:0", "-proxy-addr", "127.0.0.1:0", "--", "/no/such/command"},
+		getenv(map[string]string{"SANDBOX_SECRET": testSecret}), io.Discard)
+	require.Error(t, err)
+	var exit exitCodeError
+	assert.False(t, errors.As(err, &exit))
+	assert.Contains(t, err.Error(), "/no/such/command")
+}
+
+// assertDies asserts that pid is gone within a second. A process that the
+// agent killed but is not the parent of (a grandchild) dies a moment
+// after kill(2) returns, and nobody the agent knows waits for it.
+func assertDies(t *testing.T, pid int, msgAndArgs ...any) {
+	t.Helper()
+	assert.Eventually(t, func() bool { return !testutil.Alive(pid) }, time.Second, 5*time.Millisecond, msgAndArgs...)
+}
+
+// startMainCommand starts an agent whose main command is script, and waits
+// until the script has printed "ready".
+func startMainCommand(t *testing.T, o options, script string) *testAgent {
+	t.Helper()
+	a := startAgent(t, map[string]string{"SANDBOX_SECRET": testSecret}, o, "--", "sh", "-c", script)
+	require.Eventually(t, func() bool { return strings.Contains(a.stdout.String(), "ready") },
+		5*time.Second, 10*time.Millisecond, "the main command did not start")
+	return a
+}
+
+func TestMainCommandStopsOnTerm(t *testing.T) {
+	// The background sleep's output goes to /dev/null so that it does not
+	// hold the test's stdout pipe.
+	a := startMainCommand(t, options{}, `trap "exit 3" TERM; echo ready; sleep 100 >/dev/null 2>&1 & wait`)
+	took, err := a.stop(t)
+	assert.Equal(t, exitCodeError{3}, err)
+	assert.Less(t, took, 2*time.Second, "a command that exits on SIGTERM does not wait for the grace")
+}
+
+func TestMainCommandKilledAfterGrace(t *testing.T) {
+	const grace = 500 * time.Millisecond
+	dir := t.TempDir()
+	script := `trap "" TERM; echo $$ > ` + dir + `/pid; sleep 100 >/dev/null 2>&1 & echo $! > ` + dir + `/child; echo ready; wait`
+	a := startMainCommand(t, options{killGrace: grace}, script)
+	pids := make([]int, 0, 2)
+	for _, name := range []string{"pid", "child"} {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		require.NoError(t, err)
+		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		require.NoError(t, err)
+		pids = append(pids, pid)
+	}
+
+	took, err := a.stop(t)
+	assert.Equal(t, exitCodeError{128 + 9}, err)
+	assert.GreaterOrEqual(t, took, grace)
+	assert.Less(t, took, grace+2*time.Second)
+	for _, pid := range pids {
+		assertDies(t, pid, "pid %d outlived the agent", pid)
+	}
+}
+
+func TestMainCommandSignalForwarded(t *testing.T) {
+	a := startMainCommand(t, options{}, `trap "exit 5" USR1; echo ready; sleep 100 >/dev/null 2>&1 & wait`)
+	// run has registered for SIGUSR1 before starting the command, so this
+	// does not take the signal's default action on the test binary.
+	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGUSR1))
+	assert.Equal(t, exitCodeError{5}, a.result(t))
+}
