@@ -1,0 +1,89 @@
+# Helpers for the client checks, sourced by each check_*.sh. run.sh exports
+# SANDBOX_URL and SANDBOX_SECRET (a running agent, -keepalive 200ms), PY (a
+# python3 that has requests), CLIENTS_DIR (this folder, with node_modules)
+# and EXAMPLES_DIR. A check prints one summary line and exits 0, or says
+# why on stderr and exits non-zero. Every command in it is bounded in time.
+set -euo pipefail
+: "${SANDBOX_URL:?}" "${SANDBOX_SECRET:?}" "${PY:?}" "${CLIENTS_DIR:?}" "${EXAMPLES_DIR:?}"
+AUTH="Authorization: Bearer $SANDBOX_SECRET"
+TMP=$(mktemp -d)
+BG_PIDS=()
+cleanup() {
+  local p
+  for p in "${BG_PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+  rm -rf "$TMP"
+}
+trap cleanup EXIT
+trap 'exit 143' TERM INT
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# now_us prints the time in microseconds since the epoch.
+now_us() { echo "${EPOCHREALTIME//[.,]/}"; }
+
+# stamp prefixes each line of its input with now_us at the moment it is read.
+stamp() {
+  local line
+  while IFS= read -r line; do printf '%s %s\n' "${EPOCHREALTIME//[.,]/}" "$line"; done
+}
+
+# first_at FILE TEXT prints the stamp of the first line of stamped FILE that
+# contains TEXT, or nothing.
+first_at() {
+  awk -v s="$2" '{ t = $1; sub(/^[0-9]+ /, ""); if (index($0, s)) { print t; exit } }' "$1"
+}
+
+# events FILE prints stamped FILE without stamps, comments and blank lines,
+# with log timestamps replaced by T: the events as a list of lines.
+events() {
+  sed -e 's/^[0-9]* //' -e '/^:/d' -e '/^$/d' -e 's/"timestamp":"[^"]*"/"timestamp":T/' "$1"
+}
+
+# pings FILE prints how many ": ping" comments stamped or raw FILE holds.
+pings() { sed 's/^[0-9]* //' "$1" | grep -c '^: ping$' || true; }
+
+# same WANT GOT: fails with a diff unless files WANT and GOT are equal.
+same() { diff -u "$1" "$2" >&2 || fail "unexpected output (- want, + got)"; }
+
+# json_cmd CMD prints the request body {"cmd": CMD}.
+json_cmd() { "$PY" -c 'import json, sys; print(json.dumps({"cmd": sys.argv[1]}))' "$1"; }
+
+# start_process CMD starts CMD as a background process and prints its id.
+start_process() {
+  local reply
+  reply=$(curl -sS --max-time 10 --fail-with-body -X POST "$SANDBOX_URL/start_process" \
+    -H "$AUTH" -H 'Content-Type: application/json' -d "$(json_cmd "$1")") || fail "start_process: $reply"
+  "$PY" -c 'import json, sys; print(json.loads(sys.argv[1])["id"])' "$reply"
+}
+
+# raw_stream ID FILE captures the raw log stream of process ID into FILE in
+# the background (the pid is in BG_PIDS).
+raw_stream() {
+  curl -sS -N --max-time 30 "$SANDBOX_URL/process_logs_streaming?id=$1" -H "$AUTH" >"$2" &
+  BG_PIDS+=($!)
+}
+
+# PING_CMD prints lines with pauses longer than the agent's keepalive, so
+# that ": ping" comments come between its events; PING_WANT is what a
+# client prints for it. One line has non-ASCII text, quotes, a backslash
+# and "data: " in it.
+# shellcheck disable=SC2016,SC2034 # expanded by the agent's shell; used by the checks
+PING_CMD='for i in 1 2 3 4; do echo "line $i"; sleep 0.5; done
+printf "%s\n" "ünïcødé ✓ \"q\" \\ data: x"; sleep 0.5; echo "to stderr" >&2'
+# shellcheck disable=SC2034 # used by the checks
+PING_WANT='[stdout] line 1
+[stdout] line 2
+[stdout] line 3
+[stdout] line 4
+[stdout] ünïcødé ✓ "q" \ data: x
+[stderr] to stderr'
+
+# node_example NAME copies example NAME next to a link to this folder's
+# node_modules, so that its imports resolve as they do for a user who ran
+# npm install beside it, and prints the copy's path.
+node_example() {
+  mkdir -p "$TMP/examples"
+  ln -sfn "$CLIENTS_DIR/node_modules" "$TMP/examples/node_modules"
+  cp "$EXAMPLES_DIR/$1" "$TMP/examples/$1"
+  echo "$TMP/examples/$1"
+}

@@ -1,0 +1,137 @@
+#!/usr/bin/env bash
+# Real clients against the agent: curl -N, Python requests, Node.js fetch and
+# the npm eventsource package (with an automatic reconnect), as a user would
+# run them. Usage: tests/clients/run.sh BIN (make test-clients does this).
+#
+# On a fresh Debian machine it installs what is missing (as root, with
+# apt-get: curl, nodejs and npm, python3-requests; PyPI is not used), then
+# `npm ci` here (node_modules stays here, git-ignored). It starts BIN on free
+# loopback ports with a random secret and -keepalive 200ms, runs each
+# check_*.sh, prints one line per check and "N passed, M failed" last, and
+# exits non-zero if any failed. The agent is stopped on exit.
+set -euo pipefail
+
+[ $# -eq 1 ] || { echo "usage: $0 BIN" >&2; exit 2; }
+[ -x "$1" ] || { echo "run.sh: $1 is not an executable (make build)" >&2; exit 2; }
+BIN=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
+CLIENTS_DIR=$(cd "$(dirname "$0")" && pwd)
+EXAMPLES_DIR=$(cd "$CLIENTS_DIR/../../examples" && pwd)
+export CLIENTS_DIR EXAMPLES_DIR
+
+# ---- what the clients need -------------------------------------------------
+
+apt_updated=
+apt_install() {
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "run.sh: missing $*; install it (Debian: apt-get install $*) or run as root" >&2
+    exit 1
+  fi
+  echo "run.sh: installing $* with apt-get" >&2
+  if [ -z "$apt_updated" ]; then
+    timeout 300 apt-get update -qq >&2
+    apt_updated=1
+  fi
+  DEBIAN_FRONTEND=noninteractive timeout 600 apt-get install -y -qq --no-install-recommends "$@" >&2
+}
+
+command -v curl >/dev/null || apt_install curl ca-certificates
+command -v node >/dev/null || apt_install nodejs
+command -v npm >/dev/null || apt_install npm
+node -e 'process.exit(Number(process.versions.node.split(".")[0]) >= 18 ? 0 : 1)' ||
+  { echo "run.sh: Node.js 18 or later needed, found $(node --version)" >&2; exit 1; }
+
+# A python3 that has requests: the one on PATH, else Debian's with
+# python3-requests (installed if missing: PyPI is out of reach).
+PY=
+for p in python3 /usr/bin/python3; do
+  if command -v "$p" >/dev/null && "$p" -c 'import requests' 2>/dev/null; then
+    PY=$(command -v "$p")
+    break
+  fi
+done
+if [ -z "$PY" ]; then
+  apt_install python3-requests
+  PY=/usr/bin/python3
+  "$PY" -c 'import requests'
+fi
+export PY
+
+npm_log=$(mktemp)
+(cd "$CLIENTS_DIR" && timeout 300 npm ci --no-audit --no-fund >"$npm_log" 2>&1) ||
+  { cat "$npm_log" >&2; echo "run.sh: npm ci failed" >&2; exit 1; }
+rm -f "$npm_log"
+
+# ---- the agent -------------------------------------------------------------
+
+WORK=$(mktemp -d)
+AGENT_PID=
+stop_agent() {
+  if [ -n "$AGENT_PID" ] && kill -0 "$AGENT_PID" 2>/dev/null; then
+    kill "$AGENT_PID" 2>/dev/null || true
+    for _ in $(seq 60); do kill -0 "$AGENT_PID" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$AGENT_PID" 2>/dev/null || true
+  fi
+  rm -rf "$WORK"
+}
+trap stop_agent EXIT
+trap 'exit 143' TERM INT
+
+SANDBOX_SECRET=$(head -c 18 /dev/urandom | od -An -tx1 | tr -d ' \n')
+export SANDBOX_SECRET
+# Port 0: the agent picks free ports and logs them. The secret goes by the
+# environment, not a flag, so that no other process can read it.
+env -u SANDBOX_AUTH_MODE -u BASE_PATH "$BIN" -addr 127.0.0.1:0 -proxy-addr 127.0.0.1:0 \
+  -keepalive 200ms -log-level info 2>"$WORK/agent.log" &
+AGENT_PID=$!
+
+addr=
+for _ in $(seq 100); do
+  addr=$(sed -n 's/.*"api":"\([^"]*\)".*"message":"listening".*/\1/p' "$WORK/agent.log" | head -n 1)
+  [ -n "$addr" ] && break
+  kill -0 "$AGENT_PID" 2>/dev/null || break
+  sleep 0.1
+done
+if [ -z "$addr" ]; then
+  echo "run.sh: the agent did not report its address; its log:" >&2
+  cat "$WORK/agent.log" >&2
+  exit 1
+fi
+export SANDBOX_URL="http://$addr"
+for _ in $(seq 50); do
+  curl -fsS --max-time 1 "$SANDBOX_URL/health" >/dev/null 2>&1 && break
+  sleep 0.1
+done
+curl -fsS --max-time 2 "$SANDBOX_URL/health" >/dev/null || { echo "run.sh: /health does not answer" >&2; exit 1; }
+
+# ---- the checks ------------------------------------------------------------
+
+checks=(
+  "curl -N POST /run_streaming:check_curl_run_streaming.sh"
+  "curl -N GET /process_logs_streaming:check_curl_process_logs.sh"
+  "Python requests stream=True iter_lines (examples/logs.py):check_python_requests.sh"
+  "Node fetch + reader (document's code, examples/logs_fetch.mjs):check_node_fetch.sh"
+  "Node eventsource reconnect with Last-Event-ID (examples/logs_eventsource.mjs):check_node_eventsource.sh"
+  "examples/curl.sh:check_example_curl.sh"
+)
+passed=0
+failed=0
+for c in "${checks[@]}"; do
+  name=${c%:*}
+  script=${c##*:}
+  start=${EPOCHREALTIME//[.,]/}
+  if timeout -k 5 60 bash "$CLIENTS_DIR/$script" >"$WORK/out" 2>"$WORK/err"; then
+    passed=$((passed + 1))
+    ms=$(((${EPOCHREALTIME//[.,]/} - start) / 1000))
+    printf 'PASS %s (%d.%ds): %s\n' "$name" $((ms / 1000)) $((ms % 1000 / 100)) "$(tail -n 1 "$WORK/out")"
+  else
+    failed=$((failed + 1))
+    echo "FAIL $name"
+    sed 's/^/    /' "$WORK/out" "$WORK/err"
+  fi
+done
+if ((failed > 0)); then
+  echo "--- the agent's log (last 40 lines)"
+  tail -n 40 "$WORK/agent.log"
+fi
+echo "$passed passed, $failed failed"
+((failed == 0))
