@@ -53,6 +53,10 @@ type Runner struct {
 	// its shell has exited, for background children that keep the pipes
 	// open. If zero, 2 s.
 	DrainDelay time.Duration
+	// Reaper, if set, starts every command, so that it can reap orphaned
+	// zombies without ever taking a child this Runner waits for. Set it
+	// when the agent runs as PID 1.
+	Reaper *Reaper
 }
 
 func (r *Runner) shell() string {
@@ -98,6 +102,7 @@ type Result struct {
 // Process is a started command.
 type Process struct {
 	cmd      *exec.Cmd
+	reaper   *Reaper       // nil unless Runner.Reaper was set
 	done     chan struct{} // closed by wait once res is set
 	res      Result
 	timedOut atomic.Bool // set by cmd.Cancel when the timeout, not the caller, ended the command
@@ -171,7 +176,8 @@ func (r *Runner) start(ctx context.Context, c Command, bufSize int, stdout, stde
 	// Passing *os.File makes the child write straight into the pipes: no
 	// copying goroutine inside exec, and Wait does not wait for output.
 	cmd.Stdout, cmd.Stderr = outW, errW
-	if err := cmd.Start(); err != nil {
+	p.reaper = r.Reaper
+	if err := p.startCmd(); err != nil {
 		cancelTimeout()
 		closeAll(outR, outW, errR, errW)
 		return nil, err
@@ -198,6 +204,13 @@ func CheckDir(dir string) error {
 	return nil
 }
 
+func (p *Process) startCmd() error {
+	if p.reaper != nil {
+		return p.reaper.Start(p.cmd)
+	}
+	return p.cmd.Start()
+}
+
 func (r *Runner) env(extra map[string]string) []string {
 	base := r.Env
 	if base == nil {
@@ -222,6 +235,9 @@ func (p *Process) wait(ctx context.Context, cancelTimeout context.CancelFunc, dr
 	readers <-chan struct{}, pipes ...*os.File) {
 	defer cancelTimeout()
 	_ = p.cmd.Wait() // the exit status is read from ProcessState below
+	if p.reaper != nil {
+		p.reaper.Done(p.cmd.Process.Pid)
+	}
 
 	drain := time.NewTimer(drainDelay)
 	defer drain.Stop()

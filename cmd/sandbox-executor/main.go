@@ -107,6 +107,10 @@ func (o options) run(ctx context.Context, args []string, getenv func(string) str
 	}
 
 	runner := &executor.Runner{}
+	if os.Getpid() == 1 {
+		// As init, the agent inherits every orphan; see executor.Reaper.
+		runner.Reaper = executor.NewReaper()
+	}
 	reg := procs.NewRegistry(runner, procs.Options{})
 	fwd := &proxy.Forwarder{Log: log}
 	api := server.New(log, auth, runner, reg, fwd, server.Config{
@@ -137,6 +141,12 @@ func (o options) run(ctx context.Context, args []string, getenv func(string) str
 	wg.Add(2)
 	go serveAPI(&wg, serveErr, srv, apiLn)
 	go serveProxy(&wg, serveErr, fwd, proxyLn)
+	reapCtx, stopReaper := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopReaper()
+	if runner.Reaper != nil {
+		wg.Add(1)
+		go reap(&wg, reapCtx, runner.Reaper)
+	}
 	ev := log.Info().Str("api", apiLn.Addr().String()).Str("proxy", proxyLn.Addr().String()).
 		Str("auth_mode", cfg.authMode).Str("base_path", cfg.basePath).Str("version", version)
 	if cfg.authMode == authPool {
@@ -162,7 +172,7 @@ func (o options) run(ctx context.Context, args []string, getenv func(string) str
 		signal.Notify(sigc, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP,
 			syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2)
 		defer signal.Stop(sigc)
-		child, err = o.startMain(runCtx, &wg, sigc, cfg.command, stderr, log)
+		child, err = o.startMain(runCtx, &wg, sigc, cfg.command, stderr, log, runner.Reaper)
 		if child != nil {
 			childDone = child.done
 		}
@@ -181,7 +191,8 @@ func (o options) run(ctx context.Context, args []string, getenv func(string) str
 	// background processes; the main command is stopped alongside.
 	stopChild()
 	shutdown(log, cancelBase, srv, fwd, reg)
-	wg.Wait() // the main command, if any, has exited: killed at the latest after its grace
+	stopReaper() // last: the background processes just killed left zombies
+	wg.Wait()    // the main command, if any, has exited: killed at the latest after its grace
 	switch {
 	case err != nil:
 		return err
@@ -220,6 +231,14 @@ func listen(cfg config) (api, prx net.Listener, err error) {
 		return nil, nil, fmt.Errorf("TCP proxy listener: %w", err)
 	}
 	return api, prx, nil
+}
+
+// reap runs r until ctx ends.
+//
+// reap runs in its own goroutine; it ends when ctx ends.
+func reap(wg *sync.WaitGroup, ctx context.Context, r *executor.Reaper) {
+	defer wg.Done()
+	r.Run(ctx)
 }
 
 // serveAPI serves the API on ln.
@@ -301,6 +320,8 @@ type mainCommand struct {
 	grace time.Duration
 	done  chan struct{} // closed by wait once code is set
 	code  int           // the exit code, 128+signal if a signal ended it
+	// reaper, if not nil, started cmd and must be told when it is waited for.
+	reaper *executor.Reaper
 }
 
 // startMain starts argv (no shell) with the agent's stdio. The command is
@@ -309,7 +330,7 @@ type mainCommand struct {
 // if it has not exited killGrace later. The two goroutines it starts are
 // counted in wg.
 func (o options) startMain(ctx context.Context, wg *sync.WaitGroup, sigc <-chan os.Signal, argv []string,
-	stderr io.Writer, log zerolog.Logger) (*mainCommand, error) {
+	stderr io.Writer, log zerolog.Logger, reaper *executor.Reaper) (*mainCommand, error) {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = o.stdin, o.out(), stderr
 	if cmd.Stdin == nil {
@@ -323,10 +344,14 @@ func (o options) startMain(ctx context.Context, wg *sync.WaitGroup, sigc <-chan 
 	// Only for stdio that is not an *os.File (tests): exec then copies in
 	// goroutines, which a grandchild holding the pipe must not keep alive.
 	cmd.WaitDelay = time.Second
-	if err := cmd.Start(); err != nil {
+	start := cmd.Start
+	if reaper != nil {
+		start = func() error { return reaper.Start(cmd) }
+	}
+	if err := start(); err != nil {
 		return nil, fmt.Errorf("starting the main command: %w", err)
 	}
-	m := &mainCommand{cmd: cmd, log: log, grace: o.killGrace, done: make(chan struct{})}
+	m := &mainCommand{cmd: cmd, log: log, grace: o.killGrace, done: make(chan struct{}), reaper: reaper}
 	if m.grace <= 0 {
 		m.grace = defaultKillGrace
 	}
@@ -343,6 +368,9 @@ func (o options) startMain(ctx context.Context, wg *sync.WaitGroup, sigc <-chan 
 func (m *mainCommand) wait(wg *sync.WaitGroup) {
 	defer wg.Done()
 	_ = m.cmd.Wait() // the exit status is read from ProcessState
+	if m.reaper != nil {
+		m.reaper.Done(m.cmd.Process.Pid)
+	}
 	m.code = exitCode(m.cmd.ProcessState)
 	// What the command left running in its group must not outlive it: the
 	// agent exits now. The group id cannot have been reused while any
