@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -57,6 +58,11 @@ type Runner struct {
 	// zombies without ever taking a child this Runner waits for. Set it
 	// when the agent runs as PID 1.
 	Reaper *Reaper
+
+	// The pipe readers' buffers are reused: a /run of `true` would
+	// otherwise allocate two of them, most of its garbage.
+	rawBufs  sync.Pool // *[]byte of readSize, for Run
+	lineBufs sync.Pool // *[]byte of MaxLineLen()+readSize, for Start
 }
 
 func (r *Runner) shell() string {
@@ -113,7 +119,7 @@ type Process struct {
 // is killed and Run returns once it is gone.
 func (r *Runner) Run(ctx context.Context, c Command) (Output, error) {
 	cs := &captureSet{stdout: capture{max: r.maxOutput()}, stderr: capture{max: r.maxOutput()}}
-	p, err := r.start(ctx, c, readSize, cs.consumer(Stdout), cs.consumer(Stderr))
+	p, err := r.start(ctx, c, buffers{&r.rawBufs, readSize}, cs.consumer(Stdout), cs.consumer(Stderr))
 	if err != nil {
 		return Output{}, err
 	}
@@ -131,13 +137,13 @@ func (r *Runner) Run(ctx context.Context, c Command) (Output, error) {
 // to fn before Wait returns.
 func (r *Runner) Start(ctx context.Context, c Command, fn LineFunc) (*Process, error) {
 	maxLine := r.MaxLineLen()
-	return r.start(ctx, c, maxLine+readSize,
+	return r.start(ctx, c, buffers{&r.lineBufs, maxLine + readSize},
 		lineConsumer(Stdout, maxLine, fn), lineConsumer(Stderr, maxLine, fn))
 }
 
 type consumeFunc = func(b []byte, t time.Time, eof bool) int
 
-func (r *Runner) start(ctx context.Context, c Command, bufSize int, stdout, stderr consumeFunc) (*Process, error) {
+func (r *Runner) start(ctx context.Context, c Command, bufs buffers, stdout, stderr consumeFunc) (*Process, error) {
 	if err := CheckDir(c.Dir); err != nil {
 		return nil, err
 	}
@@ -185,8 +191,8 @@ func (r *Runner) start(ctx context.Context, c Command, bufSize int, stdout, stde
 	closeAll(outW, errW) // the child has its copies; EOF comes when it and its children close theirs
 
 	readers := make(chan struct{}, 2)
-	go readPipe(outR, bufSize, stdout, readers)
-	go readPipe(errR, bufSize, stderr, readers)
+	go readPipe(outR, bufs, stdout, readers)
+	go readPipe(errR, bufs, stderr, readers)
 	go p.wait(ctx, cancelTimeout, r.drainDelay(), readers, outR, errR)
 	return p, nil
 }

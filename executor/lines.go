@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"sync"
 	"time"
 	"unicode/utf8"
 )
@@ -51,11 +52,12 @@ type LineFunc func(s Stream, t time.Time, lines [][]byte)
 // readPipe runs in its own goroutine, one per pipe, owned by Process.wait;
 // it ends at EOF, on a read error, or when the read deadline set by
 // Process.wait passes. It closes f and then sends on done.
-func readPipe(f *os.File, bufSize int, consume func(b []byte, t time.Time, eof bool) int, done chan<- struct{}) {
+func readPipe(f *os.File, bufs buffers, consume func(b []byte, t time.Time, eof bool) int, done chan<- struct{}) {
 	defer func() { done <- struct{}{} }()
 	defer f.Close()
-	buf := make([]byte, bufSize)
-	end := 0 // buf[:end] holds bytes that consume has not used yet
+	buf := bufs.get()
+	defer bufs.put(buf) // consume's contract: nothing keeps a slice of buf
+	end := 0            // buf[:end] holds bytes that consume has not used yet
 	for {
 		n, err := f.Read(buf[end:])
 		end += n
@@ -93,6 +95,21 @@ func lineConsumer(s Stream, maxLine int, fn LineFunc) func([]byte, time.Time, bo
 		return used
 	}
 }
+
+// buffers hands out the pipe readers' buffers of one size.
+type buffers struct {
+	pool *sync.Pool // of *[]byte
+	size int
+}
+
+func (b buffers) get() []byte {
+	if p, ok := b.pool.Get().(*[]byte); ok && len(*p) == b.size {
+		return *p
+	}
+	return make([]byte, b.size)
+}
+
+func (b buffers) put(buf []byte) { b.pool.Put(&buf) }
 
 // readSize is how much readLines asks for beyond room for one maximal
 // line; it matches the default pipe capacity, so one read can empty a pipe.

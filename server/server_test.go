@@ -30,7 +30,7 @@ func newTestServer(t *testing.T) (*httptest.Server, *Server) {
 	return newTestServerWith(t, Config{}, &executor.Runner{DrainDelay: 500 * time.Millisecond}, procs.Options{})
 }
 
-func newTestServerWith(t *testing.T, cfg Config, runner *executor.Runner, opts procs.Options) (*httptest.Server, *Server) {
+func newTestServerWith(t testing.TB, cfg Config, runner *executor.Runner, opts procs.Options) (*httptest.Server, *Server) {
 	t.Helper()
 	auth, err := NewStaticAuth(testSecret)
 	require.NoError(t, err)
@@ -85,4 +85,8 @@ func call(t *testing.T, ts *httptest.Server, method, path string, body any) (int
 	var out map[string]any
 	require.NoError(t, json.NewDecoder(resp.Body).Decode(&out))
 	return resp.StatusCode, out
+}
+
+func newTestServerForBench(b *testing.B) (*httptest.Server, *Server) {
+	return newTestServerWith(b, Config{}, &executor.Runner{}, procs.Options{})
 }
