@@ -5,7 +5,12 @@ import (
 	"io"
 	"net/http"
 	"os/exec"
+	"strconv"
 	"testing"
+	"time"
+
+	"github.com/sandbox-executor/sandbox-executor/executor"
+	"github.com/sandbox-executor/sandbox-executor/sse"
 )
 
 // BenchmarkRunTrue measures a whole /run of `true` over loopback HTTP,
@@ -48,4 +53,27 @@ func BenchmarkHealth(b *testing.B) {
 		_, _ = io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
 	}
+}
+
+// discardWriter is an http.ResponseWriter that drops what it is given.
+type discardWriter struct{ h http.Header }
+
+func (d *discardWriter) Header() http.Header         { return d.h }
+func (d *discardWriter) Write(b []byte) (int, error) { return len(b), nil }
+func (d *discardWriter) WriteHeader(int)             {}
+func (d *discardWriter) Flush()                      {}
+
+// BenchmarkRunStreamEncode is the server's share of /run_streaming per
+// line: batches of 8,000 short lines, as one pipe read of seq gives.
+func BenchmarkRunStreamEncode(b *testing.B) {
+	st := &runStream{sw: sse.NewWriter(&discardWriter{h: http.Header{}})}
+	lines := make([][]byte, 8000)
+	for i := range lines {
+		lines[i] = []byte(strconv.Itoa(100000 + i))
+	}
+	now := time.Now()
+	for b.Loop() {
+		st.addLines(executor.Stdout, now, lines)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(lines)), "ns/line")
 }

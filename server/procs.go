@@ -157,12 +157,9 @@ func (s *Server) handleProcessLogs(w http.ResponseWriter, r *http.Request) error
 				"message": strconv.FormatUint(missed, 10) + " log lines were dropped from the buffer before they could be sent"})
 		}
 		for _, l := range lines {
+			prefix := tc.prefix(l.Nanos, l.Stream)
 			_ = sw.AppendEventFunc(l.Seq, "log", func(b []byte) []byte {
-				b = append(b, `{"timestamp":"`...)
-				b = tc.append(b, l.Nanos)
-				b = append(b, `","stream":"`...)
-				b = append(b, l.Stream.String()...)
-				b = append(b, `","data":`...)
+				b = append(b, prefix...)
 				b = sse.AppendJSONString(b, l.Data)
 				return append(b, '}')
 			})
@@ -255,17 +252,23 @@ func jsonScalar(v any) string {
 	return string(b)
 }
 
-// timeCache formats log timestamps, reusing the last result: the lines of
-// one read share their timestamp.
+// timeCache builds the data prefix of log events, {"timestamp":"…",
+// "stream":"…","data": , reusing the last one: the lines of one read share
+// their timestamp and stream.
 type timeCache struct {
-	nanos int64
-	text  []byte
+	nanos  int64
+	stream executor.Stream
+	text   []byte
 }
 
-func (c *timeCache) append(b []byte, nanos int64) []byte {
-	if nanos != c.nanos || c.text == nil {
-		c.nanos = nanos
-		c.text = time.Unix(0, nanos).UTC().AppendFormat(c.text[:0], time.RFC3339Nano)
+func (c *timeCache) prefix(nanos int64, stream executor.Stream) []byte {
+	if nanos != c.nanos || stream != c.stream || c.text == nil {
+		c.nanos, c.stream = nanos, stream
+		c.text = append(c.text[:0], `{"timestamp":"`...)
+		c.text = time.Unix(0, nanos).UTC().AppendFormat(c.text, time.RFC3339Nano)
+		c.text = append(c.text, `","stream":"`...)
+		c.text = append(c.text, stream.String()...)
+		c.text = append(c.text, `","data":`...)
 	}
-	return append(b, c.text...)
+	return c.text
 }

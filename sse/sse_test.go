@@ -1,11 +1,16 @@
 package sse
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
+	"testing/iotest"
 	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
@@ -127,4 +132,47 @@ func BenchmarkAppendJSONString(b *testing.B) {
 	for b.Loop() {
 		buf = AppendJSONString(buf[:0], line)
 	}
+}
+
+func BenchmarkReader(b *testing.B) {
+	var stream []byte
+	for i := range 10000 {
+		stream = AppendEvent(stream, "", "output", []byte(`{"stream":"stdout","data":"`+strconv.Itoa(i+1)+`"}`))
+	}
+	b.SetBytes(int64(len(stream)))
+	for b.Loop() {
+		r := NewReader(bytes.NewReader(stream))
+		for {
+			if _, err := r.Next(); err != nil {
+				break
+			}
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*10000), "ns/event")
+}
+
+// Events and comments split across reads at every byte must parse the same
+// as in one piece; comments alone must not make the buffer grow.
+func TestReaderAcrossReadBoundaries(t *testing.T) {
+	stream := ": ping\n\nid: 1\nevent: log\ndata: a\ndata: b\n\n: ping\nevent: x\n: inside\ndata: {\"k\":1}\n\n" +
+		strings.Repeat(": keepalive\n\n", 10_000) + "event: end\ndata: {}\n\n"
+	parse := func(r *Reader) ([]string, int) {
+		var got []string
+		for {
+			ev, err := r.Next()
+			if errors.Is(err, io.EOF) {
+				return got, r.Comments
+			}
+			require.NoError(t, err)
+			got = append(got, fmt.Sprintf("%s|%s|%s|%v", ev.ID, ev.Name, ev.Data, ev.ID != nil))
+		}
+	}
+	want, wantComments := parse(NewReader(strings.NewReader(stream)))
+	assert.Equal(t, []string{"1|log|a\nb|true", "|x|{\"k\":1}|false", "|end|{}|false"}, want)
+	assert.Equal(t, 10_003, wantComments)
+	r := NewReader(iotest.OneByteReader(strings.NewReader(stream)))
+	got, comments := parse(r)
+	assert.Equal(t, want, got)
+	assert.Equal(t, wantComments, comments)
+	assert.Equal(t, 64<<10, len(r.buf), "comments alone do not grow the buffer")
 }
