@@ -1,0 +1,263 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"runtime"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+)
+
+const (
+	bulkBytes     = 1 << 30 // figure 6: bytes per bulk transfer
+	bulkChunk     = 1 << 20
+	bulkRepeats   = 3
+	roundTrips    = 10_000
+	roundTripSize = 64
+	echoConns     = 1000
+	echoSize      = 64 << 10
+	connTimeout   = 60 * time.Second
+)
+
+// sectionProxy measures figure 6: the TCP proxy bound to a sink/echo
+// server in this process, against direct loopback connections to it.
+func (b *bench) sectionProxy(ctx context.Context) error {
+	a, err := b.sharedAgent(ctx)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, sectionTimeout)
+	defer cancel()
+	s, err := startSink()
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	body := []byte(`{"port":"` + strconv.Itoa(s.port()) + `"}`)
+	if err := a.call(ctx, http.MethodPost, "/bind_port", body, nil); err != nil {
+		return err
+	}
+	defer func() { _ = a.call(context.WithoutCancel(ctx), http.MethodPost, "/unbind_port", nil, nil) }()
+
+	relay, err := startRelay(ctx, s.addr())
+	if err != nil {
+		return err
+	}
+	defer relay.stop()
+
+	var viaProxy, direct, viaRelay []float64
+	var wall, agentCPU, benchCPU time.Duration
+	for range bulkRepeats {
+		cpu0, self0 := a.cpuTime(), selfCPU()
+		d, err := bulk(ctx, a.proxy)
+		if err != nil {
+			return fmt.Errorf("bulk through the proxy: %w", err)
+		}
+		wall, agentCPU, benchCPU = wall+d, agentCPU+a.cpuTime()-cpu0, benchCPU+selfCPU()-self0
+		viaProxy = append(viaProxy, bulkBytes/d.Seconds()/(1<<30))
+		if d, err = bulk(ctx, s.addr()); err != nil {
+			return fmt.Errorf("bulk direct: %w", err)
+		}
+		direct = append(direct, bulkBytes/d.Seconds()/(1<<30))
+		if d, err = bulk(ctx, relay.addr); err != nil {
+			return fmt.Errorf("bulk through the relay: %w", err)
+		}
+		viaRelay = append(viaRelay, bulkBytes/d.Seconds()/(1<<30))
+	}
+	directMed := medianFloat(direct)
+	const directRef = "direct loopback to the same sink"
+	b.rep.add(newFigure("6 TCP proxy", "bulk 1 GiB throughput", medianFloat(viaProxy), "GiB/s").
+		withRef(directMed, directRef).ratioAtLeast(0.85).
+		withNote("median of %d transfers each way; while proxied: wall %.0f ms, agent CPU %.0f ms, bench CPU %.0f ms (of %.0f ms the %d CPUs had)",
+			bulkRepeats, ms(wall), ms(agentCPU), ms(benchCPU), ms(wall)*float64(runtime.NumCPU()), runtime.NumCPU()))
+	b.rep.add(newFigure("6 TCP proxy", "bulk 1 GiB, minimal splice relay process", medianFloat(viaRelay), "GiB/s").
+		withRef(directMed, directRef).withNote("this program re-executed as a 40-line io.Copy relay: the floor for any proxy process here"))
+
+	pTotal, pLat, err := roundTrip(ctx, a.proxy)
+	if err != nil {
+		return fmt.Errorf("round trips through the proxy: %w", err)
+	}
+	dTotal, dLat, err := roundTrip(ctx, s.addr())
+	if err != nil {
+		return fmt.Errorf("round trips direct: %w", err)
+	}
+	rTotal, rLat, err := roundTrip(ctx, relay.addr)
+	if err != nil {
+		return fmt.Errorf("round trips through the relay: %w", err)
+	}
+	// Block medians first: median and percentile sort in place.
+	pBlocks, dBlocks, rBlocks := blockMedians(pLat, 5), blockMedians(dLat, 5), blockMedians(rLat, 5)
+	b.rep.add(newFigure("6 TCP proxy", "10,000 round trips of 64 B, median", us(median(pLat)), "µs").
+		withRef(us(median(dLat)), "direct (client and echo both in this process)").ratioAtMost(2.0).
+		withNote("mean/p99 %.1f/%.1f µs proxied, %.1f/%.1f µs direct; medians of each 2,000 in turn: proxied %s, direct %s",
+			us(pTotal/roundTrips), us(percentile(pLat, 99)), us(dTotal/roundTrips), us(percentile(dLat, 99)),
+			pBlocks, dBlocks))
+	b.rep.add(newFigure("6 TCP proxy", "10,000 round trips, minimal splice relay process", us(median(rLat)), "µs").
+		withRef(us(median(dLat)), "direct").
+		withNote("mean/p99 %.1f/%.1f µs, medians of each 2,000 %s; every proxied round trip crosses processes four times, the direct one never",
+			us(rTotal/roundTrips), us(percentile(rLat, 99)), rBlocks))
+
+	pTime, pErrs := manyEchoes(ctx, a.proxy)
+	dTime, _ := manyEchoes(ctx, s.addr())
+	f := newFigure("6 TCP proxy", "1,000 concurrent 64 KiB echoes intact", float64(echoConns-pErrs.count()), "connections").
+		withTarget("1000 of 1000", pErrs.count() == 0).
+		withNote("all done in %.0f ms proxied, %.0f ms direct", ms(pTime), ms(dTime))
+	if pErrs.count() > 0 {
+		f = f.withNote("%s; %.0f ms proxied, %.0f ms direct", pErrs.String(), ms(pTime), ms(dTime))
+	}
+	b.rep.add(f)
+	return nil
+}
+
+// blockMedians returns the medians, in µs, of n consecutive blocks of
+// lat, which must be in the order measured (call it before sorting lat).
+func blockMedians(lat []time.Duration, n int) string {
+	out := ""
+	for i := range n {
+		block := slices.Clone(lat[i*len(lat)/n : (i+1)*len(lat)/n])
+		out += fmt.Sprintf("%s%.0f", map[bool]string{true: "", false: "/"}[i == 0], us(median(block)))
+	}
+	return out
+}
+
+// bulk sends bulkBytes to the sink at addr and waits for its count.
+func bulk(ctx context.Context, addr string) (time.Duration, error) {
+	start := time.Now()
+	c, err := dial(ctx, addr)
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(connTimeout))
+	chunk := make([]byte, bulkChunk)
+	chunk[0] = modeSink
+	if _, err := c.Write(chunk[:1]); err != nil {
+		return 0, err
+	}
+	for sent := 0; sent < bulkBytes; sent += bulkChunk {
+		if _, err := c.Write(chunk); err != nil {
+			return 0, err
+		}
+	}
+	if err := c.(*net.TCPConn).CloseWrite(); err != nil {
+		return 0, err
+	}
+	var reply [8]byte
+	if _, err := io.ReadFull(c, reply[:]); err != nil {
+		return 0, fmt.Errorf("reading the sink's count: %w", err)
+	}
+	if n := binary.BigEndian.Uint64(reply[:]); n != bulkBytes {
+		return 0, fmt.Errorf("sink counted %d bytes, want %d", n, bulkBytes)
+	}
+	return time.Since(start), nil
+}
+
+// roundTrip makes roundTrips request/response exchanges of roundTripSize
+// bytes over one connection to the echo at addr.
+func roundTrip(ctx context.Context, addr string) (time.Duration, []time.Duration, error) {
+	c, err := dial(ctx, addr)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(connTimeout))
+	if _, err := c.Write([]byte{modeEcho}); err != nil {
+		return 0, nil, err
+	}
+	msg := bytes.Repeat([]byte("0123456789abcdef"), roundTripSize/16)
+	got := make([]byte, len(msg))
+	lat := make([]time.Duration, 0, roundTrips)
+	start := time.Now()
+	for i := 0; i < roundTrips && ctx.Err() == nil; i++ {
+		msg[0] = byte(i)
+		t0 := time.Now()
+		if _, err := c.Write(msg); err != nil {
+			return 0, nil, err
+		}
+		if _, err := io.ReadFull(c, got); err != nil {
+			return 0, nil, err
+		}
+		lat = append(lat, time.Since(t0))
+		if !bytes.Equal(msg, got) {
+			return 0, nil, fmt.Errorf("round trip %d: echo differs", i)
+		}
+	}
+	if len(lat) < roundTrips {
+		return 0, nil, errors.New("round trips: out of time")
+	}
+	return time.Since(start), lat, nil
+}
+
+// manyEchoes opens echoConns connections to addr at once; each sends
+// echoSize bytes of its own pattern and must get them back intact.
+func manyEchoes(ctx context.Context, addr string) (time.Duration, *errorList) {
+	pattern := make([]byte, echoSize+256)
+	for i := range pattern {
+		pattern[i] = byte(i*7 + i/251)
+	}
+	errs := &errorList{}
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i := range echoConns {
+		wg.Add(1)
+		go echoOne(ctx, &wg, addr, pattern[i%256:i%256+echoSize], errs)
+	}
+	wg.Wait()
+	return time.Since(start), errs
+}
+
+// echoOne sends data through one echo connection while reading it back,
+// and checks what came back.
+//
+// echoOne runs in its own goroutine, one per connection; it ends when the
+// echo has ended, failed or timed out. wg is its owner's count.
+func echoOne(ctx context.Context, wg *sync.WaitGroup, addr string, data []byte, errs *errorList) {
+	defer wg.Done()
+	c, err := dial(ctx, addr)
+	if err != nil {
+		errs.add("dial: %v", err)
+		return
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(connTimeout))
+	errc := make(chan error, 1) // one slot, so sendAll never blocks on it
+	go sendAll(errc, c.(*net.TCPConn), data)
+	got, err := io.ReadAll(c)
+	if werr := <-errc; err == nil {
+		err = werr
+	}
+	switch {
+	case err != nil:
+		errs.add("%v", err)
+	case !bytes.Equal(got, data):
+		errs.add("echo of %d bytes came back as %d different bytes", len(data), len(got))
+	}
+}
+
+// sendAll writes the echo mode byte and data to c, then half-closes it.
+//
+// sendAll runs in its own goroutine, one per echo connection; it ends
+// when everything is written or the write fails, and reports on errc.
+func sendAll(errc chan<- error, c *net.TCPConn, data []byte) {
+	_, err := c.Write([]byte{modeEcho})
+	if err == nil {
+		_, err = c.Write(data)
+	}
+	if err == nil {
+		err = c.CloseWrite()
+	}
+	errc <- err
+}
+
+func dial(ctx context.Context, addr string) (net.Conn, error) {
+	d := net.Dialer{Timeout: 5 * time.Second}
+	return d.DialContext(ctx, "tcp", addr)
+}

@@ -1,0 +1,124 @@
+package main
+
+import (
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"sync"
+)
+
+// The first byte a client sends to the sink server picks the mode.
+const (
+	modeSink = 'S' // read to EOF, then reply with the count as 8 bytes big-endian
+	modeEcho = 'E' // write back everything read, half-close at EOF
+)
+
+// sinkServer is the loopback server behind the TCP proxy in figure 6: a
+// sink for bulk throughput and an echo for round trips. Both directions
+// use plain read and write loops with large buffers, so that the server is
+// the same for the proxied and the direct connection and is not the
+// bottleneck. close stops it and waits for its goroutines.
+type sinkServer struct {
+	ln net.Listener
+	wg sync.WaitGroup // acceptLoop and every serveConn
+
+	// mu guards conns, the open connections that close must end.
+	mu    sync.Mutex
+	conns map[net.Conn]struct{}
+}
+
+func startSink() (*sinkServer, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	s := &sinkServer{ln: ln, conns: map[net.Conn]struct{}{}}
+	s.wg.Add(1)
+	go s.acceptLoop()
+	return s, nil
+}
+
+func (s *sinkServer) port() int    { return s.ln.Addr().(*net.TCPAddr).Port }
+func (s *sinkServer) addr() string { return s.ln.Addr().String() }
+
+// acceptLoop runs in its own goroutine; it ends when close closes the
+// listener.
+func (s *sinkServer) acceptLoop() {
+	defer s.wg.Done()
+	for {
+		c, err := s.ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			continue // EMFILE and the like: the bench's clients will report it
+		}
+		s.mu.Lock()
+		s.conns[c] = struct{}{}
+		s.wg.Add(1)
+		s.mu.Unlock()
+		go s.serveConn(c)
+	}
+}
+
+// serveConn serves one connection in the mode its first byte names.
+//
+// serveConn runs in its own goroutine, one per connection; it ends when
+// the client half-closes or the connection fails or is closed by close.
+func (s *sinkServer) serveConn(c net.Conn) {
+	defer s.wg.Done()
+	defer func() {
+		s.mu.Lock()
+		delete(s.conns, c)
+		s.mu.Unlock()
+		c.Close()
+	}()
+	var mode [1]byte
+	if _, err := io.ReadFull(c, mode[:]); err != nil {
+		return
+	}
+	switch mode[0] {
+	case modeSink:
+		buf := make([]byte, 256<<10)
+		var n uint64
+		for {
+			m, err := c.Read(buf)
+			n += uint64(m)
+			if err != nil {
+				break
+			}
+		}
+		var reply [8]byte
+		binary.BigEndian.PutUint64(reply[:], n)
+		_, _ = c.Write(reply[:])
+	case modeEcho:
+		buf := make([]byte, 64<<10)
+		for {
+			m, err := c.Read(buf)
+			if m > 0 {
+				if _, werr := c.Write(buf[:m]); werr != nil {
+					return
+				}
+			}
+			if err != nil {
+				break
+			}
+		}
+		if tc, ok := c.(*net.TCPConn); ok {
+			_ = tc.CloseWrite()
+		}
+	}
+}
+
+// close stops accepting, closes every connection and waits for every
+// goroutine of s.
+func (s *sinkServer) close() {
+	s.ln.Close()
+	s.mu.Lock()
+	for c := range s.conns {
+		c.Close()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+}
