@@ -18,6 +18,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+
+	"github.com/sandbox-executor/sandbox-executor/internal/testutil"
 )
 
 func TestMain(m *testing.M) {
@@ -395,7 +397,7 @@ func TestBackendRefuses(t *testing.T) {
 	port := ln.Addr().(*net.TCPAddr).Port
 	require.NoError(t, ln.Close())
 
-	var logs syncBuffer
+	var logs testutil.SyncBuffer
 	f := &Forwarder{Log: zerolog.New(&logs)}
 	addr := startForwarder(t, f)
 	require.NoError(t, f.Bind(port))
@@ -442,25 +444,6 @@ func TestConcurrentBindUnbind(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-}
-
-// syncBuffer is a bytes.Buffer safe for the Forwarder's goroutines to
-// write while the test reads.
-type syncBuffer struct {
-	mu  sync.Mutex // guards buf
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // BenchmarkThroughput sends 64 MiB per op to a sink, directly and
@@ -532,44 +515,22 @@ func BenchmarkRoundTrip(b *testing.B) {
 }
 
 // startSink serves connections that read size bytes and answer with one
-// byte, repeatedly, until the peer leaves. Cleanup closes the listener
-// and waits for the connections, which the callers' cleanups close first.
+// byte, repeatedly, until the peer leaves.
 func startSink(tb testing.TB, size int) net.Addr {
 	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(tb, err)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
+	return testutil.Serve(tb, func(c net.Conn) {
+		buf := make([]byte, 256<<10)
 		for {
-			c, err := ln.Accept()
-			if err != nil {
+			for left := size; left > 0; {
+				n, err := c.Read(buf[:min(left, len(buf))])
+				if err != nil {
+					return
+				}
+				left -= n
+			}
+			if _, err := c.Write([]byte{1}); err != nil {
 				return
 			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer c.Close()
-				buf := make([]byte, 256<<10)
-				for {
-					for left := size; left > 0; {
-						n, err := c.Read(buf[:min(left, len(buf))])
-						if err != nil {
-							return
-						}
-						left -= n
-					}
-					if _, err := c.Write([]byte{1}); err != nil {
-						return
-					}
-				}
-			}()
 		}
-	}()
-	tb.Cleanup(func() {
-		ln.Close()
-		wg.Wait()
-	})
-	return ln.Addr()
+	}).Addr()
 }

@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sandbox-executor/sandbox-executor/executor"
+	"github.com/sandbox-executor/sandbox-executor/internal/testutil"
 	"github.com/sandbox-executor/sandbox-executor/procs"
 )
 
@@ -106,7 +106,8 @@ func TestBadRequests(t *testing.T) {
 		{"/bind_port", `{"port": "abc"}`, "between 1 and 65535"},
 		{"/bind_port", `{"port": "0"}`, "between 1 and 65535"},
 		{"/bind_port", `{"port": 70000}`, "between 1 and 65535"},
-		{"/bind_port", `{"port": true}`, "port must be a string or a number"},
+		{"/bind_port", `{"port": true}`, `field "port" must be a string or a number`},
+		{"/kill_process", `{"id": "x", "signal": [15]}`, `field "signal" must be a string or a number`},
 	}
 	for _, tt := range tests {
 		code, body := call(t, ts, "POST", tt.path, tt.body)
@@ -207,26 +208,5 @@ func TestBindPortForwards(t *testing.T) {
 
 // newEchoListener serves an echo on a loopback port until the test ends.
 func newEchoListener(t *testing.T) net.Listener {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer c.Close()
-				_, _ = io.Copy(c, c)
-			}()
-		}
-	}()
-	t.Cleanup(func() { ln.Close(); wg.Wait() })
-	return ln
+	return testutil.Serve(t, func(c net.Conn) { _, _ = io.Copy(c, c) })
 }

@@ -1,38 +1,18 @@
 package server
 
 import (
-	"encoding/json"
 	"errors"
 	"net/http"
 	"strconv"
-	"strings"
 
 	"github.com/sandbox-executor/sandbox-executor/proxy"
 )
-
-// portField is a port given as a JSON string, as the document says, or as a
-// number, as some clients send it.
-type portField string
-
-func (f *portField) UnmarshalJSON(b []byte) error {
-	var n json.Number
-	if err := json.Unmarshal(b, &n); err == nil {
-		*f = portField(n.String())
-		return nil
-	}
-	var str string
-	if err := json.Unmarshal(b, &str); err != nil {
-		return errorf(http.StatusBadRequest, "invalid request: port must be a string or a number")
-	}
-	*f = portField(strings.TrimSpace(str))
-	return nil
-}
 
 // handlePortBind serves POST /bind_port: the TCP proxy forwards PROXY_PORT
 // to the given port. A second bind is 409 with the current port.
 func (s *Server) handlePortBind(w http.ResponseWriter, r *http.Request) error {
 	type request struct {
-		Port portField `json:"port"`
+		Port stringOrNumber `json:"port"`
 	}
 	req, err := decode[request](w, r, s.cfg.MaxBody)
 	if err != nil {
@@ -62,7 +42,7 @@ func (s *Server) handlePortBind(w http.ResponseWriter, r *http.Request) error {
 // not; the optional port field is accepted and not needed.
 func (s *Server) handlePortUnbind(w http.ResponseWriter, r *http.Request) error {
 	type request struct {
-		Port portField `json:"port"`
+		Port stringOrNumber `json:"port"`
 	}
 	if _, err := decode[request](w, r, s.cfg.MaxBody); err != nil {
 		return err

@@ -22,11 +22,7 @@ const killWait = 3 * time.Second
 // handleProcessStart serves POST /start_process. The process outlives the
 // request: it is not tied to the request's context.
 func (s *Server) handleProcessStart(w http.ResponseWriter, r *http.Request) error {
-	req, err := decode[commandRequest](w, r, s.cfg.MaxBody)
-	if err != nil {
-		return err
-	}
-	c, err := req.command()
+	c, err := s.decodeCommand(w, r)
 	if err != nil {
 		return err
 	}
@@ -73,30 +69,12 @@ func formatTime(t time.Time) string {
 	return t.UTC().Format(time.RFC3339Nano)
 }
 
-// signalField is a signal given as a name or a number, as a JSON string or
-// number.
-type signalField string
-
-func (f *signalField) UnmarshalJSON(b []byte) error {
-	var n json.Number
-	if err := json.Unmarshal(b, &n); err == nil {
-		*f = signalField(n.String())
-		return nil
-	}
-	var str string
-	if err := json.Unmarshal(b, &str); err != nil {
-		return errorf(http.StatusBadRequest, "invalid request: signal must be a name or a number")
-	}
-	*f = signalField(str)
-	return nil
-}
-
 // handleProcessKill serves POST /kill_process. The signal, SIGKILL unless
 // the request names another, goes to the process's whole group.
 func (s *Server) handleProcessKill(w http.ResponseWriter, r *http.Request) error {
 	type request struct {
-		ID     string      `json:"id"`
-		Signal signalField `json:"signal"`
+		ID     string         `json:"id"`
+		Signal stringOrNumber `json:"signal"` // a name or a number
 	}
 	req, err := decode[request](w, r, s.cfg.MaxBody)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os"
 	"sort"
 	"strconv"
 	"sync"
@@ -124,7 +125,15 @@ func TestListProcessesEmptyAndStatuses(t *testing.T) {
 func TestKillWithSignal(t *testing.T) {
 	ts, s := newTestServer(t)
 	for _, sig := range []any{"SIGTERM", "TERM", "15", 15, "sigint"} {
-		id := startProcess(t, ts, s, "sleep 100")
+		// dash catches SIGINT while it runs a -c command, and one that
+		// lands before it has started sleep is lost: signal sleep itself.
+		id := startProcess(t, ts, s, "exec sleep 100")
+		p, err := s.procs.Get(id)
+		require.NoError(t, err)
+		require.Eventually(t, func() bool {
+			comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", p.PID))
+			return err == nil && string(comm) == "sleep\n"
+		}, 5*time.Second, time.Millisecond)
 		code, body := call(t, ts, "POST", "/kill_process", map[string]any{"id": id, "signal": sig})
 		require.Equal(t, http.StatusOK, code, sig)
 		assert.Equal(t, true, body["success"])

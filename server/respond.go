@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"strings"
 
 	"github.com/sandbox-executor/sandbox-executor/executor"
@@ -104,7 +105,11 @@ func decode[T any](w http.ResponseWriter, r *http.Request, maxBody int64) (T, er
 		return v, err
 	case errors.As(err, &typeErr):
 		if typeErr.Field != "" {
-			return v, errorf(http.StatusBadRequest, "invalid request: field %q must be %s", typeErr.Field, jsonKind(typeErr.Type.Kind().String()))
+			want := jsonKind(typeErr.Type.Kind().String())
+			if typeErr.Type == reflect.TypeFor[stringOrNumber]() {
+				want = "a string or a number"
+			}
+			return v, errorf(http.StatusBadRequest, "invalid request: field %q must be %s", typeErr.Field, want)
 		}
 		return v, errorf(http.StatusBadRequest, "invalid request: body must be a JSON object")
 	default:
@@ -127,4 +132,24 @@ func jsonKind(kind string) string {
 		return "a number"
 	}
 	return "of another type"
+}
+
+// stringOrNumber is a field that clients send either as a JSON string, as
+// the document says, or as a number: a port, a signal. It holds the text
+// of either, trimmed.
+type stringOrNumber string
+
+func (f *stringOrNumber) UnmarshalJSON(b []byte) error {
+	var n json.Number // also takes a string that holds a number
+	if err := json.Unmarshal(b, &n); err == nil {
+		*f = stringOrNumber(n.String())
+		return nil
+	}
+	var str string
+	if err := json.Unmarshal(b, &str); err != nil {
+		// The decoder adds the field's name to this error.
+		return &json.UnmarshalTypeError{Value: string(b), Type: reflect.TypeFor[stringOrNumber]()}
+	}
+	*f = stringOrNumber(strings.TrimSpace(str))
+	return nil
 }

@@ -38,6 +38,16 @@ func (req commandRequest) command() (executor.Command, error) {
 	return c, nil
 }
 
+// decodeCommand reads and checks the body of /run, /run_streaming and
+// /start_process.
+func (s *Server) decodeCommand(w http.ResponseWriter, r *http.Request) (executor.Command, error) {
+	req, err := decode[commandRequest](w, r, s.cfg.MaxBody)
+	if err != nil {
+		return executor.Command{}, err
+	}
+	return req.command()
+}
+
 // timeoutMessage is the error of a command its timeout stopped.
 func timeoutMessage(c executor.Command) string {
 	return fmt.Sprintf("command timed out after %s", c.Timeout)
@@ -46,11 +56,7 @@ func timeoutMessage(c executor.Command) string {
 // handleRun serves POST /run: it runs a command to the end and replies
 // with its output. If the client leaves, the command's group is killed.
 func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) error {
-	req, err := decode[commandRequest](w, r, s.cfg.MaxBody)
-	if err != nil {
-		return err
-	}
-	c, err := req.command()
+	c, err := s.decodeCommand(w, r)
 	if err != nil {
 		return err
 	}
@@ -83,11 +89,7 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) error {
 // that reads slowly slows the command rather than growing a buffer. A
 // client that leaves gets the command's group killed at once.
 func (s *Server) handleRunStreaming(w http.ResponseWriter, r *http.Request) error {
-	req, err := decode[commandRequest](w, r, s.cfg.MaxBody)
-	if err != nil {
-		return err
-	}
-	c, err := req.command()
+	c, err := s.decodeCommand(w, r)
 	if err != nil {
 		return err
 	}

@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -31,25 +30,6 @@ func TestMain(m *testing.M) {
 
 const testSecret = "s3cret-token"
 
-// syncBuffer is a bytes.Buffer safe for the agent's and the test's
-// goroutines at once.
-type syncBuffer struct {
-	mu sync.Mutex // guards b
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func getenv(env map[string]string) func(string) string {
 	return func(k string) string { return env[k] }
 }
@@ -57,8 +37,8 @@ func getenv(env map[string]string) func(string) string {
 // testAgent is an agent started by startAgent on loopback ports.
 type testAgent struct {
 	api, proxy net.Addr
-	stderr     *syncBuffer
-	stdout     *syncBuffer
+	stderr     *testutil.SyncBuffer
+	stdout     *testutil.SyncBuffer
 	cancel     context.CancelFunc
 	errc       chan error // receives run's result once
 	client     *http.Client
@@ -69,7 +49,7 @@ type testAgent struct {
 func startAgent(t *testing.T, env map[string]string, o options, args ...string) *testAgent {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	a := &testAgent{stderr: &syncBuffer{}, stdout: &syncBuffer{}, cancel: cancel, errc: make(chan error, 1),
+	a := &testAgent{stderr: &testutil.SyncBuffer{}, stdout: &testutil.SyncBuffer{}, cancel: cancel, errc: make(chan error, 1),
 		client: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}}
 	addrs := make(chan [2]net.Addr, 1)
 	o.ready = func(api, proxy net.Addr) { addrs <- [2]net.Addr{api, proxy} }
@@ -272,7 +252,7 @@ func TestRunConfigErrors(t *testing.T) {
 }
 
 func TestVersion(t *testing.T) {
-	var out syncBuffer
+	var out testutil.SyncBuffer
 	err := options{stdout: &out}.run(context.Background(), []string{"-version"},
 		getenv(map[string]string{"LOG_LEVEL": "bad"}), io.Discard)
 	require.NoError(t, err)
