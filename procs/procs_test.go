@@ -284,11 +284,11 @@ func TestFinishedBounds(t *testing.T) {
 		require.NoError(t, err)
 		waitDone(t, p)
 		ps = append(ps, p)
-		// retire runs right after Done; wait for it.
+		// retire runs right after Done; wait until it has taken p.
 		require.Eventually(t, func() bool {
 			r.mu.Lock()
 			defer r.mu.Unlock()
-			return len(r.finished) == min(i+1, 3)
+			return len(r.finished) > 0 && r.finished[len(r.finished)-1] == p
 		}, 5*time.Second, time.Millisecond)
 	}
 	infos := r.List()

@@ -115,7 +115,7 @@ func (s *Server) handleProcessLogs(w http.ResponseWriter, r *http.Request) error
 		return err
 	}
 	p, err := s.procs.Get(q.id)
-	sw := sse.NewWriter(w)
+	sw := s.newStream(w)
 	if err != nil {
 		_ = sw.Event("error", map[string]string{"error": err.Error()})
 		return nil

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -97,8 +98,13 @@ func (s *Server) handleRunStreaming(w http.ResponseWriter, r *http.Request) erro
 	if err := executor.CheckDir(c.Dir); err != nil {
 		return err
 	}
-	st := &runStream{sw: sse.NewWriter(w)}
-	p, err := s.runner.Start(r.Context(), c, st.addLines)
+	// A client that stalls past the stall timeout has not closed the
+	// connection, so r.Context() lives on: the stream ends the command
+	// itself when a write fails.
+	ctx, clientGone := context.WithCancel(r.Context())
+	defer clientGone()
+	st := &runStream{sw: s.newStream(w), clientGone: clientGone}
+	p, err := s.runner.Start(ctx, c, st.addLines)
 	if err != nil {
 		s.log.Warn().Err(err).Msg("run_streaming: command did not start")
 		_ = st.sw.Event("error", map[string]string{"error": "failed to start command: " + err.Error()})
@@ -134,9 +140,10 @@ func (s *Server) handleRunStreaming(w http.ResponseWriter, r *http.Request) erro
 type runStream struct {
 	// mu guards sw and lastWrite: the stdout and stderr readers and the
 	// handler's ping and complete all write to the one stream.
-	mu        sync.Mutex
-	sw        *sse.Writer
-	lastWrite time.Time
+	mu         sync.Mutex
+	sw         *sse.Writer
+	lastWrite  time.Time
+	clientGone context.CancelFunc // kills the command
 }
 
 // addLines is the command's executor.LineFunc: one output event per line,
@@ -154,7 +161,9 @@ func (st *runStream) addLines(stream executor.Stream, t time.Time, lines [][]byt
 			return append(b, '}')
 		})
 	}
-	_ = st.sw.Flush() // an error means the client left; the request context kills the command
+	if st.sw.Flush() != nil {
+		st.clientGone() // it left, or stalled past the stall timeout
+	}
 	st.lastWrite = t
 }
 
@@ -163,7 +172,9 @@ func (st *runStream) pingIfIdle(every time.Duration) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if time.Since(st.lastWrite) >= every-every/10 {
-		_ = st.sw.Comment("ping")
+		if st.sw.Comment("ping") != nil {
+			st.clientGone()
+		}
 		st.lastWrite = time.Now()
 	}
 }

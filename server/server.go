@@ -14,6 +14,7 @@ import (
 	"github.com/sandbox-executor/sandbox-executor/executor"
 	"github.com/sandbox-executor/sandbox-executor/procs"
 	"github.com/sandbox-executor/sandbox-executor/proxy"
+	"github.com/sandbox-executor/sandbox-executor/sse"
 )
 
 // Config holds the settings of the HTTP face. Zero fields take defaults.
@@ -26,6 +27,10 @@ type Config struct {
 	// KeepAlive is how often an idle event stream gets a ": ping"
 	// comment. If zero, 15 s.
 	KeepAlive time.Duration
+	// StallTimeout ends an event stream whose client accepts nothing for
+	// that long, as if it had left: a /run_streaming command is then
+	// killed, a log reader removed. If zero, 60 s.
+	StallTimeout time.Duration
 	// ProxyPort is the TCP proxy's port, reported by /health,
 	// /port_status and /bind_port.
 	ProxyPort int
@@ -55,6 +60,9 @@ func New(log zerolog.Logger, auth *Auth, runner *executor.Runner, reg *procs.Reg
 	if cfg.KeepAlive <= 0 {
 		cfg.KeepAlive = 15 * time.Second
 	}
+	if cfg.StallTimeout <= 0 {
+		cfg.StallTimeout = 60 * time.Second
+	}
 	cfg.BasePath = strings.TrimRight(cfg.BasePath, "/")
 	s := &Server{log: log, auth: auth, runner: runner, procs: reg, fwd: fwd, cfg: cfg,
 		router: mux.NewRouter(), started: time.Now()}
@@ -64,6 +72,13 @@ func New(log zerolog.Logger, auth *Auth, runner *executor.Runner, reg *procs.Reg
 	// because mux does not run subrouter middleware for 404 and 405.
 	s.handler = s.logRequests(s.stripBasePath(s.requireToken(s.router)))
 	return s
+}
+
+// newStream opens an event stream on w; see sse.NewWriter.
+func (s *Server) newStream(w http.ResponseWriter) *sse.Writer {
+	sw := sse.NewWriter(w)
+	sw.StallTimeout = s.cfg.StallTimeout
+	return sw
 }
 
 // ServeHTTP serves one request.

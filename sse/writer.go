@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+	"time"
 )
 
 // flushThreshold is the buffered size above which Writer hands its buffer to
@@ -26,6 +27,12 @@ const flushThreshold = 64 << 10
 //
 // A Writer is not safe for concurrent use.
 type Writer struct {
+	// StallTimeout, if positive, bounds each write to the client: a
+	// client that accepts nothing for that long is taken as gone, and the
+	// write fails. Without it, a client that stays connected but never
+	// reads would hold the stream, and what feeds it, forever.
+	StallTimeout time.Duration
+
 	w   http.ResponseWriter
 	rc  *http.ResponseController
 	buf []byte
@@ -115,6 +122,7 @@ func (s *Writer) Flush() error {
 	if s.err != nil {
 		return s.err
 	}
+	s.setDeadline()
 	if err := s.write(); err != nil {
 		return err
 	}
@@ -128,7 +136,16 @@ func (s *Writer) maybeWrite() error {
 	if len(s.buf) < flushThreshold {
 		return nil
 	}
+	s.setDeadline()
 	return s.write()
+}
+
+// setDeadline starts the stall timeout for the write that follows. A
+// ResponseWriter that has no deadlines (a test's recorder) goes without.
+func (s *Writer) setDeadline() {
+	if s.StallTimeout > 0 {
+		_ = s.rc.SetWriteDeadline(time.Now().Add(s.StallTimeout))
+	}
 }
 
 func (s *Writer) write() error {

@@ -20,8 +20,10 @@ const (
 	defaultAPIPort    = 3030
 	defaultProxyPort  = 3031
 	defaultSecretPath = "/var/lib/sandbox-container/sandbox-secret"
-	// defaultKeepAlive matches server.Config's own default.
-	defaultKeepAlive = 15 * time.Second
+	// defaultKeepAlive and defaultStallTimeout match server.Config's own
+	// defaults.
+	defaultKeepAlive    = 15 * time.Second
+	defaultStallTimeout = 60 * time.Second
 )
 
 // config is the agent's configuration. Each setting comes from its flag if
@@ -36,6 +38,7 @@ type config struct {
 	logLevel   zerolog.Level
 	basePath   string        // empty serves at the root only
 	keepAlive  time.Duration // always positive
+	stall      time.Duration // always positive
 	version    bool          // -version: print the version and exit
 	command    []string      // the sandbox's main command, after "--"; nil if none
 }
@@ -69,6 +72,7 @@ func parseConfig(args []string, getenv func(string) string, output io.Writer) (c
 	fs.String("log-level", "info", "`level`: trace, debug, info, warn or error (env LOG_LEVEL)")
 	fs.String("base-path", "", "also serve the API under this `prefix`, e.g. /koyeb-sandbox (env BASE_PATH)")
 	fs.String("keepalive", defaultKeepAlive.String(), "`interval` of the comment sent on idle event streams (env SSE_KEEPALIVE)")
+	fs.String("stall-timeout", defaultStallTimeout.String(), "how long an event stream's client may accept nothing before it counts as gone (env SSE_STALL_TIMEOUT)")
 	version := fs.Bool("version", false, "print the version and exit")
 	if err := fs.Parse(flagArgs); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -134,11 +138,24 @@ func (p *configParser) config() (config, error) {
 	if c.logLevel, ok = parseLevel(level); !ok {
 		return c, fmt.Errorf("invalid log level %q (from %s): want trace, debug, info, warn or error", level, from)
 	}
-	keepAlive, from := p.value("keepalive", "SSE_KEEPALIVE")
-	if c.keepAlive, err = time.ParseDuration(keepAlive); err != nil || c.keepAlive <= 0 {
-		return c, fmt.Errorf("invalid keepalive %q (from %s): want a positive duration such as 15s", keepAlive, from)
+	if c.keepAlive, err = p.duration("keepalive", "SSE_KEEPALIVE", "15s"); err != nil {
+		return c, err
+	}
+	if c.stall, err = p.duration("stall-timeout", "SSE_STALL_TIMEOUT", "60s"); err != nil {
+		return c, err
 	}
 	return c, nil
+}
+
+// duration returns the positive duration set by flag name or env, or an
+// error naming the setting and an example.
+func (p *configParser) duration(name, env, example string) (time.Duration, error) {
+	text, from := p.value(name, env)
+	d, err := time.ParseDuration(text)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("invalid %s %q (from %s): want a positive duration such as %s", name, text, from, example)
+	}
+	return d, nil
 }
 
 // value returns the setting of flag name and where it came from: the flag

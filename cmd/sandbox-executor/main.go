@@ -114,10 +114,11 @@ func (o options) run(ctx context.Context, args []string, getenv func(string) str
 	reg := procs.NewRegistry(runner, procs.Options{})
 	fwd := &proxy.Forwarder{Log: log}
 	api := server.New(log, auth, runner, reg, fwd, server.Config{
-		BasePath:  cfg.basePath,
-		KeepAlive: cfg.keepAlive,
-		ProxyPort: proxyLn.Addr().(*net.TCPAddr).Port,
-		Version:   version,
+		BasePath:     cfg.basePath,
+		KeepAlive:    cfg.keepAlive,
+		StallTimeout: cfg.stall,
+		ProxyPort:    proxyLn.Addr().(*net.TCPAddr).Port,
+		Version:      version,
 	})
 	// Every request's context derives from baseCtx. Cancelling it at
 	// shutdown kills the process groups of /run commands in flight and

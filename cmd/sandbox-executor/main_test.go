@@ -131,6 +131,7 @@ func TestParseConfig(t *testing.T) {
 			assert.Equal(t, defaultSecretPath, c.secretPath)
 			assert.Equal(t, zerolog.InfoLevel, c.logLevel)
 			assert.Equal(t, 15*time.Second, c.keepAlive)
+			assert.Equal(t, 60*time.Second, c.stall)
 			assert.Empty(t, c.secret)
 			assert.Nil(t, c.command)
 		}},
@@ -167,12 +168,13 @@ func TestParseConfig(t *testing.T) {
 			}},
 		{name: "env settings",
 			env: map[string]string{"SANDBOX_SECRET": "abc", "LOG_LEVEL": "TRACE", "BASE_PATH": "/koyeb-sandbox",
-				"SSE_KEEPALIVE": "10s", "SANDBOX_AUTH_MODE": "Static"},
+				"SSE_KEEPALIVE": "10s", "SSE_STALL_TIMEOUT": "2m", "SANDBOX_AUTH_MODE": "Static"},
 			check: func(t *testing.T, c config) {
 				assert.Equal(t, "abc", c.secret)
 				assert.Equal(t, zerolog.TraceLevel, c.logLevel)
 				assert.Equal(t, "/koyeb-sandbox", c.basePath)
 				assert.Equal(t, 10*time.Second, c.keepAlive)
+				assert.Equal(t, 2*time.Minute, c.stall)
 				assert.Equal(t, authStatic, c.authMode)
 			}},
 		{name: "pool mode",
@@ -201,6 +203,8 @@ func TestParseConfig(t *testing.T) {
 			wantErr: `invalid port "x" (from -proxy-port)`},
 		{name: "bad keepalive", env: map[string]string{"SSE_KEEPALIVE": "15"},
 			wantErr: `invalid keepalive "15" (from SSE_KEEPALIVE)`},
+		{name: "bad stall timeout", args: []string{"-stall-timeout", "0s"},
+			wantErr: `invalid stall-timeout "0s" (from -stall-timeout)`},
 		{name: "stray argument", args: []string{"sh"},
 			wantErr: `unexpected argument "sh": the main command goes after --`},
 	}
