@@ -96,7 +96,8 @@ func (b *bench) stopShared() {
 }
 
 // run parses args, runs the selected sections and prints the table and
-// the JSON.
+// the JSON. It is long because the flags, the profile, the sections and
+// the output are one sequence that reads best in one place.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) > 0 && args[0] == relayArg {
 		return relayMain(args[1:])

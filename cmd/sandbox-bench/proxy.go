@@ -28,7 +28,9 @@ const (
 )
 
 // sectionProxy measures figure 6: the TCP proxy bound to a sink/echo
-// server in this process, against direct loopback connections to it.
+// server in this process, against direct loopback connections to it. It
+// is long because its three figures share one agent binding and one
+// relay reference, set up and torn down in order here.
 func (b *bench) sectionProxy(ctx context.Context) error {
 	a, err := b.sharedAgent(ctx)
 	if err != nil {
