@@ -5,7 +5,10 @@ GO        ?= go
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -s -w -X main.version=$(VERSION)
 BIN       := bin/sandbox-executor
-DEV_SECRET ?= dev-$(shell head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')
+# := so the secret is drawn once: a plain ?= would draw a new one at every use.
+ifndef DEV_SECRET
+DEV_SECRET := dev-$(shell head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')
+endif
 IMAGE     ?= sandbox-executor:$(VERSION)
 
 .PHONY: build run test test-go test-clients bench docker clean
