@@ -91,8 +91,10 @@ func TestStatusesAndInfo(t *testing.T) {
 	}
 }
 
-func TestKillGroupAndStatuses(t *testing.T) {
-	r := newTestRegistry(t, Options{})
+// startWithGrandchild starts a process whose shell waits for a background
+// sleep, and returns it with the sleep's pid, read from its first line.
+func startWithGrandchild(t *testing.T, r *Registry) (*Process, int) {
+	t.Helper()
 	p, err := r.Start(executor.Command{Cmd: "sleep 100 & echo $!; wait"})
 	require.NoError(t, err)
 	s := p.Subscribe(0)
@@ -101,6 +103,12 @@ func TestKillGroupAndStatuses(t *testing.T) {
 	require.NoError(t, err)
 	grandchild, err := strconv.Atoi(string(lines[0].Data))
 	require.NoError(t, err)
+	return p, grandchild
+}
+
+func TestKillGroupAndStatuses(t *testing.T) {
+	r := newTestRegistry(t, Options{})
+	p, grandchild := startWithGrandchild(t, r)
 	assert.Equal(t, StatusRunning, p.Info().Status)
 	assert.Nil(t, p.Info().ExitCode)
 
@@ -110,7 +118,7 @@ func TestKillGroupAndStatuses(t *testing.T) {
 	assert.Equal(t, StatusKilled, p.Info().Status, "Kill with SIGKILL returns once the process is gone")
 	require.Eventually(t, func() bool { return !testutil.Alive(grandchild) }, 5*time.Second, 10*time.Millisecond)
 
-	err = r.Kill(ctx, p.ID, syscall.SIGKILL)
+	err := r.Kill(ctx, p.ID, syscall.SIGKILL)
 	assert.ErrorIs(t, err, ErrNotRunning)
 	assert.EqualError(t, err, "process is not running (status: killed)")
 	err = r.Kill(ctx, "nope", syscall.SIGKILL)
@@ -309,19 +317,12 @@ func TestFinishedBounds(t *testing.T) {
 
 func TestCloseKillsRunningGroups(t *testing.T) {
 	r := NewRegistry(&executor.Runner{}, Options{})
-	p, err := r.Start(executor.Command{Cmd: "sleep 100 & echo $!; wait"})
-	require.NoError(t, err)
-	s := p.Subscribe(0)
-	defer s.Close()
-	lines, _, err := s.Next(t.Context(), make([]Line, 0, 1), true)
-	require.NoError(t, err)
-	grandchild, err := strconv.Atoi(string(lines[0].Data))
-	require.NoError(t, err)
+	_, grandchild := startWithGrandchild(t, r)
 
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 	defer cancel()
 	require.NoError(t, r.Close(ctx))
 	require.Eventually(t, func() bool { return !testutil.Alive(grandchild) }, 5*time.Second, 10*time.Millisecond)
-	_, err = r.Start(executor.Command{Cmd: "true"})
+	_, err := r.Start(executor.Command{Cmd: "true"})
 	assert.ErrorIs(t, err, ErrClosed)
 }

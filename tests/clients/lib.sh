@@ -42,6 +42,23 @@ events() {
 # pings FILE prints how many ": ping" comments stamped or raw FILE holds.
 pings() { sed 's/^[0-9]* //' "$1" | grep -c '^: ping$' || true; }
 
+# check_live_timing FILE T0: FILE, written by stamp, is the stream of the
+# command 'echo a; sleep 2; echo b' requested at T0 (now_us). a must come
+# within 1 s, b about 2 s after it, with pings between. It sets first_ms,
+# gap_ms and n for the check's summary line.
+check_live_timing() {
+  local ta tb
+  ta=$(first_at "$1" '"data":"a"}')
+  tb=$(first_at "$1" '"data":"b"}')
+  if [ -z "$ta" ] || [ -z "$tb" ]; then cat "$1" >&2; fail "a or b missing"; fi
+  first_ms=$(((ta - $2) / 1000))
+  gap_ms=$(((tb - ta) / 1000))
+  ((first_ms < 1000)) || fail "first line after $first_ms ms, want < 1000 ms"
+  ((gap_ms >= 1500)) || fail "b only $gap_ms ms after a: the lines were not delivered as produced"
+  n=$(pings "$1")
+  ((n >= 3)) || fail "$n pings during 2 s of silence with -keepalive 200ms, want >= 3"
+}
+
 # same WANT GOT: fails with a diff unless files WANT and GOT are equal.
 same() { diff -u "$1" "$2" >&2 || fail "unexpected output (- want, + got)"; }
 
