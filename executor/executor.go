@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -25,6 +26,10 @@ var (
 	ErrInvalidDir = errors.New("cwd is not a directory")
 	// ErrFinished is returned by Signal once the command has finished.
 	ErrFinished = errors.New("process already finished")
+	// ErrInvalidCommand is returned by Start and Run for a command that
+	// no process could be given: a NUL byte in it or in its environment,
+	// or an environment variable whose name is empty or holds '='.
+	ErrInvalidCommand = errors.New("invalid command")
 )
 
 // Command is one shell command to run.
@@ -144,7 +149,7 @@ func (r *Runner) Start(ctx context.Context, c Command, fn LineFunc) (*Process, e
 type consumeFunc = func(b []byte, t time.Time, eof bool) int
 
 func (r *Runner) start(ctx context.Context, c Command, bufs buffers, stdout, stderr consumeFunc) (*Process, error) {
-	if err := CheckDir(c.Dir); err != nil {
+	if err := Check(c); err != nil {
 		return nil, err
 	}
 	parent := ctx
@@ -197,10 +202,37 @@ func (r *Runner) start(ctx context.Context, c Command, bufs buffers, stdout, std
 	return p, nil
 }
 
-// CheckDir returns an error wrapping ErrInvalidDir, naming dir, unless dir
-// is empty or a directory. Start and Run check it too; callers that must
-// answer before starting (a stream that opens first) check it themselves.
-func CheckDir(dir string) error {
+// Check returns the error Start and Run would return for c before
+// starting anything: one wrapping ErrInvalidCommand or ErrInvalidDir.
+// Callers that must answer before they start (a stream that opens first)
+// call it themselves.
+func Check(c Command) error {
+	if err := c.check(); err != nil {
+		return err
+	}
+	return checkDir(c.Dir)
+}
+
+// check returns an error wrapping ErrInvalidCommand if c cannot be passed
+// to execve(2), which would refuse it with a bare "invalid argument".
+func (c Command) check() error {
+	if strings.IndexByte(c.Cmd, 0) >= 0 {
+		return fmt.Errorf("%w: cmd contains a NUL byte", ErrInvalidCommand)
+	}
+	for k, v := range c.Env {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			return fmt.Errorf("%w: environment variable name %q", ErrInvalidCommand, k)
+		}
+		if strings.IndexByte(v, 0) >= 0 {
+			return fmt.Errorf("%w: environment variable %s contains a NUL byte", ErrInvalidCommand, k)
+		}
+	}
+	return nil
+}
+
+// checkDir returns an error wrapping ErrInvalidDir, naming dir, unless dir
+// is empty or a directory.
+func checkDir(dir string) error {
 	if dir == "" {
 		return nil
 	}

@@ -69,6 +69,21 @@ func TestRunCapturesOutputAndExitCode(t *testing.T) {
 	}
 }
 
+func TestInvalidCommands(t *testing.T) {
+	var r Runner
+	for _, c := range []Command{
+		{Cmd: "echo a\x00b"},
+		{Cmd: "true", Env: map[string]string{"A=B": "x"}},
+		{Cmd: "true", Env: map[string]string{"": "x"}},
+		{Cmd: "true", Env: map[string]string{"A": "x\x00y"}},
+	} {
+		_, err := r.Run(t.Context(), c)
+		assert.ErrorIs(t, err, ErrInvalidCommand, "%+v", c)
+		_, err = r.Start(t.Context(), c, func(Stream, time.Time, [][]byte) {})
+		assert.ErrorIs(t, err, ErrInvalidCommand, "%+v", c)
+	}
+}
+
 func TestRunDirAndEnv(t *testing.T) {
 	var r Runner
 	dir := t.TempDir()

@@ -116,6 +116,34 @@ func TestBadRequests(t *testing.T) {
 	}
 }
 
+// Input no process can be given is the request's fault: 400, which
+// clients do not retry, and the same for every command endpoint.
+func TestInvalidCommandsAre400(t *testing.T) {
+	ts, _ := newTestServer(t)
+	for _, path := range []string{"/run", "/run_streaming", "/start_process"} {
+		for _, body := range []map[string]any{
+			{"cmd": "echo a\x00b"},
+			{"cmd": "true", "env": map[string]string{"A=B": "1"}},
+		} {
+			code, reply := call(t, ts, "POST", path, body)
+			assert.Equal(t, http.StatusBadRequest, code, "%s %v", path, body)
+			assert.Contains(t, reply["error"], "invalid command", "%s %v", path, body)
+		}
+	}
+}
+
+// A command that cannot start for the system's reasons is a 500 that says
+// so, without the details, which go to the log.
+func TestRunStartFailureIs500(t *testing.T) {
+	ts, _ := newTestServerWith(t, Config{}, &executor.Runner{Shell: "/no/such/shell"}, procs.Options{})
+	code, body := call(t, ts, "POST", "/run", map[string]string{"cmd": "true"})
+	assert.Equal(t, http.StatusInternalServerError, code)
+	assert.Equal(t, map[string]any{"error": "failed to start command"}, body)
+	code, body = call(t, ts, "POST", "/start_process", map[string]string{"cmd": "true"})
+	assert.Equal(t, http.StatusInternalServerError, code)
+	assert.Contains(t, body["error"], "Failed to start process: ")
+}
+
 func TestBodyTooLargeIs413(t *testing.T) {
 	ts, _ := newTestServerWith(t, Config{MaxBody: 1024}, &executor.Runner{}, procs.Options{})
 	code, body := call(t, ts, "POST", "/write_file", map[string]string{"path": "/tmp/x", "content": strings.Repeat("x", 4096)})

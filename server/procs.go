@@ -28,7 +28,7 @@ func (s *Server) handleProcessStart(w http.ResponseWriter, r *http.Request) erro
 	}
 	p, err := s.procs.Start(c)
 	if err != nil {
-		if errors.Is(err, executor.ErrInvalidDir) {
+		if errors.Is(err, executor.ErrInvalidDir) || errors.Is(err, executor.ErrInvalidCommand) {
 			return err
 		}
 		s.log.Error().Err(err).Msg("start_process failed")

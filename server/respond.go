@@ -25,9 +25,12 @@ type httpError struct {
 	code  int
 	msg   string
 	extra map[string]any
+	cause error // for the log only, never the client; may be nil
 }
 
 func (e *httpError) Error() string { return e.msg }
+
+func (e *httpError) Unwrap() error { return e.cause }
 
 func errorf(code int, format string, args ...any) error {
 	return &httpError{code: code, msg: fmt.Sprintf(format, args...)}
@@ -55,7 +58,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		code, msg, extra = he.code, he.msg, he.extra
 	case errors.As(err, &tooLarge):
 		code, msg = http.StatusRequestEntityTooLarge, fmt.Sprintf("request body too large (limit %d bytes)", tooLarge.Limit)
-	case errors.Is(err, executor.ErrInvalidDir):
+	case errors.Is(err, executor.ErrInvalidDir), errors.Is(err, executor.ErrInvalidCommand):
 		code, msg = http.StatusBadRequest, err.Error()
 	case errors.Is(err, procs.ErrNotFound), errors.Is(err, procs.ErrNotRunning):
 		code, msg, extra = http.StatusBadRequest, err.Error(), map[string]any{"success": false}
@@ -63,7 +66,11 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		code, msg = http.StatusBadRequest, proxy.ErrInvalidPort.Error()
 	}
 	if code >= 500 {
-		s.log.Error().Err(err).Str("path", r.URL.Path).Msg("request failed")
+		logged := err
+		if he != nil && he.cause != nil {
+			logged = he.cause
+		}
+		s.log.Error().Err(logged).Str("path", r.URL.Path).Msg("request failed")
 	}
 	if rec, ok := w.(*recorder); ok && rec.status != 0 {
 		s.log.Debug().Err(err).Str("path", r.URL.Path).Msg("error after the response started")

@@ -49,6 +49,15 @@ func (s *Server) decodeCommand(w http.ResponseWriter, r *http.Request) (executor
 	return req.command()
 }
 
+// startError is the error of a command that did not start: the request's
+// fault (400), or the system's, whose details go to the log only.
+func startError(err error) error {
+	if errors.Is(err, executor.ErrInvalidDir) || errors.Is(err, executor.ErrInvalidCommand) {
+		return err
+	}
+	return &httpError{code: http.StatusInternalServerError, msg: "failed to start command", cause: err}
+}
+
 // timeoutMessage is the error of a command its timeout stopped.
 func timeoutMessage(c executor.Command) string {
 	return fmt.Sprintf("command timed out after %s", c.Timeout)
@@ -63,10 +72,7 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) error {
 	}
 	out, err := s.runner.Run(r.Context(), c)
 	if err != nil {
-		if errors.Is(err, executor.ErrInvalidDir) {
-			return err
-		}
-		return fmt.Errorf("failed to start command: %w", err)
+		return startError(err)
 	}
 	type reply struct {
 		Stdout string `json:"stdout"`
@@ -95,7 +101,7 @@ func (s *Server) handleRunStreaming(w http.ResponseWriter, r *http.Request) erro
 		return err
 	}
 	// The status must be decided before the stream opens.
-	if err := executor.CheckDir(c.Dir); err != nil {
+	if err := executor.Check(c); err != nil {
 		return err
 	}
 	// A client that stalls past the stall timeout has not closed the
