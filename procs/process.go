@@ -199,7 +199,8 @@ func (s *Subscription) Read(dst []Line) (lines []Line, missed uint64, ended bool
 	n := len(dst)
 	dst = s.p.ring.appendFrom(dst, s.next, limit)
 	s.next += uint64(len(dst) - n)
-	return dst, missed, s.p.status != StatusRunning && s.next == s.p.ring.nextSeq
+	// >=, not ==: a reader may resume after a Seq the process never reached.
+	return dst, missed, s.p.status != StatusRunning && s.next >= s.p.ring.nextSeq
 }
 
 // Wake returns a channel that receives after new lines arrive, the process

@@ -183,6 +183,21 @@ func TestResumeAfterSeq(t *testing.T) {
 	assert.Equal(t, uint64(21), lines[0].Seq)
 }
 
+// A reader that resumes after a Seq beyond the last line of a finished
+// process is at the end, not waiting for lines that will never come.
+func TestResumeBeyondTheEnd(t *testing.T) {
+	r := newTestRegistry(t, Options{})
+	p, err := r.Start(executor.Command{Cmd: "seq 1 10"})
+	require.NoError(t, err)
+	waitDone(t, p)
+	s := p.Subscribe(50)
+	defer s.Close()
+	lines, missed, ended := s.Read(nil)
+	assert.Empty(t, lines)
+	assert.Zero(t, missed)
+	assert.True(t, ended)
+}
+
 func TestRingBoundsAndMissed(t *testing.T) {
 	r := newTestRegistry(t, Options{MaxLines: 100})
 	p, err := r.Start(executor.Command{Cmd: "seq 1 1000"})
