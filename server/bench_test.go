@@ -77,3 +77,21 @@ func BenchmarkRunStreamEncode(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(lines)), "ns/line")
 }
+
+// BenchmarkRunStreamingSeq streams seq 1 1000000 to a client that only
+// drains, as make bench's "agent alone" figure does.
+func BenchmarkRunStreamingSeq(b *testing.B) {
+	ts, _ := newTestServerForBench(b)
+	body := []byte(`{"cmd":"seq 1 1000000"}`)
+	for b.Loop() {
+		req, _ := http.NewRequest("POST", ts.URL+"/run_streaming", bytes.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+testSecret)
+		resp, err := ts.Client().Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	b.ReportMetric(float64(b.N)*1e6/b.Elapsed().Seconds(), "lines/s")
+}

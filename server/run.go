@@ -142,6 +142,13 @@ func (s *Server) handleRunStreaming(w http.ResponseWriter, r *http.Request) erro
 	}
 }
 
+// The heads of output events, up to the line: see sse.AppendPrepared.
+// They are constants in all but name: nothing modifies them.
+var (
+	stdoutHead = sse.EventHead(nil, 0, "output", `{"stream":"stdout","data":`)
+	stderrHead = sse.EventHead(nil, 0, "output", `{"stream":"stderr","data":`)
+)
+
 // runStream writes the output events of one /run_streaming command.
 type runStream struct {
 	// mu guards sw and lastWrite: the stdout and stderr readers and the
@@ -155,17 +162,14 @@ type runStream struct {
 // addLines is the command's executor.LineFunc: one output event per line,
 // one flush per batch.
 func (st *runStream) addLines(stream executor.Stream, t time.Time, lines [][]byte) {
-	name := stream.String()
+	head := stdoutHead
+	if stream == executor.Stderr {
+		head = stderrHead
+	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	for _, l := range lines {
-		_ = st.sw.AppendEventFunc(0, "output", func(b []byte) []byte {
-			b = append(b, `{"stream":"`...)
-			b = append(b, name...)
-			b = append(b, `","data":`...)
-			b = sse.AppendJSONString(b, l)
-			return append(b, '}')
-		})
+		_ = st.sw.AppendPrepared(head, l, "}\n\n")
 	}
 	if st.sw.Flush() != nil {
 		st.clientGone() // it left, or stalled past the stall timeout

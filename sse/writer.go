@@ -88,6 +88,37 @@ func (s *Writer) AppendEventFunc(id uint64, name string, appendData func([]byte)
 	return s.maybeWrite()
 }
 
+// AppendPrepared buffers one event given as prepared wire text: head, then
+// value as a JSON string, then tail. head holds the event's lines up to the
+// JSON string in its data (see EventHead), tail the rest of the data and
+// the blank line that ends the event, such as "}\n\n". Streams that send
+// many events of one shape prepare head and tail once, and each event is
+// then three appends.
+func (s *Writer) AppendPrepared(head, value []byte, tail string) error {
+	if s.err != nil {
+		return s.err
+	}
+	s.buf = append(s.buf, head...)
+	s.buf = AppendJSONString(s.buf, value)
+	s.buf = append(s.buf, tail...)
+	return s.maybeWrite()
+}
+
+// EventHead appends to dst the head of an event for AppendPrepared: the
+// "id:" line unless id is 0, the "event:" line, and "data: " followed by
+// dataPrefix, the JSON that comes before the string value.
+func EventHead(dst []byte, id uint64, name, dataPrefix string) []byte {
+	if id != 0 {
+		dst = append(dst, "id: "...)
+		dst = strconv.AppendUint(dst, id, 10)
+		dst = append(dst, '\n')
+	}
+	dst = append(dst, "event: "...)
+	dst = append(dst, name...)
+	dst = append(dst, "\ndata: "...)
+	return append(dst, dataPrefix...)
+}
+
 // Event buffers one event named name whose data is v encoded as JSON, and
 // flushes. json.Marshal never emits a raw newline, so the data always fits
 // on one "data:" line.

@@ -17,7 +17,7 @@ import (
 
 const (
 	streamLines     = 1_000_000 // figure 3: seq 1 streamLines
-	streamRepeats   = 3         // runs of each kind; the median is reported
+	streamRepeats   = 7         // runs of each kind; the median is reported
 	latencyRuns     = 20        // first-line latency runs of each kind
 	latencyCommand  = "sleep 0.03; date +%s%N"
 	streamTargetLPS = 3_000_000
