@@ -72,7 +72,7 @@ func parseConfig(args []string, getenv func(string) string, output io.Writer) (c
 	fs.String("log-level", "info", "`level`: trace, debug, info, warn or error (env LOG_LEVEL)")
 	fs.String("base-path", "", "also serve the API under this `prefix`, e.g. /koyeb-sandbox (env BASE_PATH)")
 	fs.String("keepalive", defaultKeepAlive.String(), "`interval` of the comment sent on idle event streams (env SSE_KEEPALIVE)")
-	fs.String("stall-timeout", defaultStallTimeout.String(), "how long an event stream's client may accept nothing before it counts as gone (env SSE_STALL_TIMEOUT)")
+	fs.String("stall-timeout", defaultStallTimeout.String(), "`duration` an event stream's client may accept nothing for before it counts as gone (env SSE_STALL_TIMEOUT)")
 	version := fs.Bool("version", false, "print the version and exit")
 	if err := fs.Parse(flagArgs); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
