@@ -127,7 +127,6 @@ func (s *Server) handleProcessLogs(w http.ResponseWriter, r *http.Request) error
 	defer ping.Stop()
 	buf := make([]procs.Line, 0, logBatch)
 	var tc timeCache
-	lastWrite := time.Now()
 	for {
 		lines, missed, ended := sub.Read(buf[:0])
 		if missed > 0 {
@@ -148,9 +147,6 @@ func (s *Server) handleProcessLogs(w http.ResponseWriter, r *http.Request) error
 		if sw.Flush() != nil {
 			return nil // the client left
 		}
-		if len(lines) > 0 || missed > 0 {
-			lastWrite = time.Now()
-		}
 		if ended || !q.follow {
 			_ = sw.Event("complete", map[string]string{"message": "stream ended"})
 			return nil
@@ -158,10 +154,7 @@ func (s *Server) handleProcessLogs(w http.ResponseWriter, r *http.Request) error
 		select {
 		case <-sub.Wake():
 		case <-ping.C:
-			if time.Since(lastWrite) >= s.cfg.KeepAlive-s.cfg.KeepAlive/10 {
-				_ = sw.Comment("ping")
-				lastWrite = time.Now()
-			}
+			_ = sw.PingIfIdle(s.cfg.KeepAlive) // a failed write shows at the next Flush
 		case <-r.Context().Done():
 			// Shutdown, or the client left: end with the final event.
 			_ = sw.Event("complete", map[string]string{"message": "stream ended"})

@@ -137,7 +137,11 @@ func (s *Server) handleRunStreaming(w http.ResponseWriter, r *http.Request) erro
 			_ = st.sw.Event("complete", done)
 			return nil
 		case <-ping.C:
-			st.pingIfIdle(s.cfg.KeepAlive)
+			st.mu.Lock()
+			if st.sw.PingIfIdle(s.cfg.KeepAlive) != nil {
+				st.clientGone()
+			}
+			st.mu.Unlock()
 		}
 	}
 }
@@ -151,17 +155,16 @@ var (
 
 // runStream writes the output events of one /run_streaming command.
 type runStream struct {
-	// mu guards sw and lastWrite: the stdout and stderr readers and the
-	// handler's ping and complete all write to the one stream.
+	// mu guards sw: the stdout and stderr readers and the handler's ping
+	// and complete all write to the one stream.
 	mu         sync.Mutex
 	sw         *sse.Writer
-	lastWrite  time.Time
 	clientGone context.CancelFunc // kills the command
 }
 
 // addLines is the command's executor.LineFunc: one output event per line,
 // one flush per batch.
-func (st *runStream) addLines(stream executor.Stream, t time.Time, lines [][]byte) {
+func (st *runStream) addLines(stream executor.Stream, _ time.Time, lines [][]byte) {
 	head := stdoutHead
 	if stream == executor.Stderr {
 		head = stderrHead
@@ -173,18 +176,5 @@ func (st *runStream) addLines(stream executor.Stream, t time.Time, lines [][]byt
 	}
 	if st.sw.Flush() != nil {
 		st.clientGone() // it left, or stalled past the stall timeout
-	}
-	st.lastWrite = t
-}
-
-// pingIfIdle sends a keepalive comment if nothing was written for every.
-func (st *runStream) pingIfIdle(every time.Duration) {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	if time.Since(st.lastWrite) >= every-every/10 {
-		if st.sw.Comment("ping") != nil {
-			st.clientGone()
-		}
-		st.lastWrite = time.Now()
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 	"testing/iotest"
+	"time"
 	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
@@ -175,4 +176,13 @@ func TestReaderAcrossReadBoundaries(t *testing.T) {
 	assert.Equal(t, want, got)
 	assert.Equal(t, wantComments, comments)
 	assert.Equal(t, 64<<10, len(r.buf), "comments alone do not grow the buffer")
+}
+
+func TestPingIfIdle(t *testing.T) {
+	rec := httptest.NewRecorder()
+	w := NewWriter(rec)
+	require.NoError(t, w.PingIfIdle(time.Hour))
+	assert.Empty(t, rec.Body.String(), "a stream that just wrote is not idle")
+	require.NoError(t, w.PingIfIdle(time.Nanosecond))
+	assert.Equal(t, ": ping\n\n", rec.Body.String())
 }

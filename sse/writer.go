@@ -33,10 +33,11 @@ type Writer struct {
 	// reads would hold the stream, and what feeds it, forever.
 	StallTimeout time.Duration
 
-	w   http.ResponseWriter
-	rc  *http.ResponseController
-	buf []byte
-	err error
+	w         http.ResponseWriter
+	rc        *http.ResponseController
+	buf       []byte
+	err       error
+	lastWrite time.Time // when bytes last went to the client
 }
 
 // NewWriter sets the event-stream headers on w, sends the 200 status and
@@ -49,7 +50,7 @@ func NewWriter(w http.ResponseWriter) *Writer {
 	h.Set("Connection", "keep-alive")
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	s := &Writer{w: w, rc: http.NewResponseController(w), buf: make([]byte, 0, 4096)}
+	s := &Writer{w: w, rc: http.NewResponseController(w), buf: make([]byte, 0, 4096), lastWrite: time.Now()}
 	s.err = s.rc.Flush()
 	return s
 }
@@ -145,6 +146,16 @@ func (s *Writer) Comment(text string) error {
 	return s.Flush()
 }
 
+// PingIfIdle sends a ": ping" comment if nothing has been written for
+// every, less a tenth so that a ticker of period every never skips one, and
+// returns the write error, if any.
+func (s *Writer) PingIfIdle(every time.Duration) error {
+	if s.err != nil || time.Since(s.lastWrite) < every-every/10 {
+		return s.err
+	}
+	return s.Comment("ping")
+}
+
 // Buffered reports how many bytes are waiting for Flush.
 func (s *Writer) Buffered() int { return len(s.buf) }
 
@@ -188,6 +199,7 @@ func (s *Writer) write() error {
 	if err != nil {
 		s.err = err
 	}
+	s.lastWrite = time.Now()
 	return err
 }
 
