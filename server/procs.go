@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"net/http"
 	"strconv"
@@ -173,9 +172,9 @@ type logsQuery struct {
 // string and, for POST, the JSON body.
 func (s *Server) logsQuery(w http.ResponseWriter, r *http.Request) (logsQuery, error) {
 	type body struct {
-		ID          string `json:"id"`
-		Follow      *bool  `json:"follow"`
-		LastEventID any    `json:"last_event_id"`
+		ID          string         `json:"id"`
+		Follow      *bool          `json:"follow"`
+		LastEventID stringOrNumber `json:"last_event_id"`
 	}
 	var b body
 	if r.Method == http.MethodPost {
@@ -205,8 +204,8 @@ func (s *Server) logsQuery(w http.ResponseWriter, r *http.Request) (logsQuery, e
 	if last == "" {
 		last = v.Get("last_event_id")
 	}
-	if last == "" && b.LastEventID != nil {
-		last = strings.Trim(strings.TrimSpace(jsonScalar(b.LastEventID)), `"`)
+	if last == "" {
+		last = string(b.LastEventID)
 	}
 	if last != "" {
 		after, err := strconv.ParseUint(strings.TrimSpace(last), 10, 64)
@@ -216,11 +215,6 @@ func (s *Server) logsQuery(w http.ResponseWriter, r *http.Request) (logsQuery, e
 		q.after = after
 	}
 	return q, nil
-}
-
-func jsonScalar(v any) string {
-	b, _ := json.Marshal(v)
-	return string(b)
 }
 
 // timeCache builds the data prefix of log events, {"timestamp":"…",

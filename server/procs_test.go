@@ -214,6 +214,14 @@ func TestProcessLogsResume(t *testing.T) {
 	evs := readAll(t, next)
 	require.Len(t, evs, 2)
 	assert.Equal(t, "10", evs[0].Data["data"])
+
+	// In a POST body, as a number or a string.
+	for _, last := range []any{8, "8"} {
+		_, next = stream(t, ts, "POST", "/process_logs_streaming", map[string]any{"id": id, "last_event_id": last})
+		evs = readAll(t, next)
+		require.Len(t, evs, 3, "last_event_id %v", last)
+		assert.Equal(t, "9", evs[0].Data["data"])
+	}
 }
 
 func TestProcessLogsMissedLines(t *testing.T) {
