@@ -67,7 +67,7 @@ type Runner struct {
 	// The pipe readers' buffers are reused: a /run of `true` would
 	// otherwise allocate two of them, most of its garbage.
 	rawBufs  sync.Pool // *[]byte of readSize, for Run
-	lineBufs sync.Pool // *[]byte of MaxLineLen()+readSize, for Start
+	lineBufs sync.Pool // *[]byte of maxLine()+readSize, for Start
 }
 
 func (r *Runner) shell() string {
@@ -77,8 +77,8 @@ func (r *Runner) shell() string {
 	return r.Shell
 }
 
-// MaxLineLen returns the longest line handed to a LineFunc.
-func (r *Runner) MaxLineLen() int {
+// maxLine returns the longest line handed to a LineFunc.
+func (r *Runner) maxLine() int {
 	if r.MaxLine <= 0 {
 		return 32 << 10
 	}
@@ -141,7 +141,7 @@ func (r *Runner) Run(ctx context.Context, c Command) (Output, error) {
 // When ctx ends, the process group is killed. Every line has been handed
 // to fn before Wait returns.
 func (r *Runner) Start(ctx context.Context, c Command, fn LineFunc) (*Process, error) {
-	maxLine := r.MaxLineLen()
+	maxLine := r.maxLine()
 	return r.start(ctx, c, buffers{&r.lineBufs, maxLine + readSize},
 		lineConsumer(Stdout, maxLine, fn), lineConsumer(Stderr, maxLine, fn))
 }
