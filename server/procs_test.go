@@ -250,13 +250,14 @@ func TestProcessLogsFollowFalse(t *testing.T) {
 	}, 5*time.Second, 10*time.Millisecond)
 	assert.Equal(t, "first", evs[0].Data["data"])
 	assert.Equal(t, "complete", evs[1].Name)
-	assert.Equal(t, procs.StatusRunning, waitRunning(t, s, id))
+	assert.Equal(t, procs.StatusRunning, statusOf(t, s, id))
 
 	_, next := stream(t, ts, "POST", "/process_logs_streaming", map[string]any{"id": id, "follow": false})
 	assert.Len(t, readAll(t, next), 2)
 }
 
-func waitRunning(t *testing.T, s *Server, id string) procs.Status {
+// statusOf returns the current status of process id.
+func statusOf(t *testing.T, s *Server, id string) procs.Status {
 	t.Helper()
 	p, err := s.procs.Get(id)
 	require.NoError(t, err)
