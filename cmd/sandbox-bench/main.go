@@ -102,6 +102,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) > 0 && args[0] == relayArg {
 		return relayMain(args[1:])
 	}
+	if len(args) > 0 && args[0] == sinkArg {
+		return sinkMain(args[1:])
+	}
 	fs := flag.NewFlagSet("sandbox-bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	bin := fs.String("bin", "bin/sandbox-executor", "the agent `binary` to measure")

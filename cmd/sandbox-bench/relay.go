@@ -69,15 +69,23 @@ func relayCopy(errc chan<- error, dst, src *net.TCPConn) {
 	errc <- err
 }
 
-// relayProc is a running relay child. stop kills it.
-type relayProc struct {
+// childProc is this program re-executed as a helper process: a relay or a
+// sink server listening on addr. stop kills it.
+type childProc struct {
 	cmd  *exec.Cmd
 	addr string
 }
 
 // startRelay starts this program as a relay to target on a free port and
 // waits until it accepts connections.
-func startRelay(ctx context.Context, target string) (*relayProc, error) {
+func startRelay(ctx context.Context, target string) (*childProc, error) {
+	return startChild(ctx, relayArg, target)
+}
+
+// startChild starts this program with arg, a free loopback address and
+// rest as its arguments, and waits until that address accepts
+// connections.
+func startChild(ctx context.Context, arg string, rest ...string) (*childProc, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
@@ -86,27 +94,27 @@ func startRelay(ctx context.Context, target string) (*relayProc, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &relayProc{addr: "127.0.0.1:" + strconv.Itoa(ports[0])}
-	r.cmd = exec.Command(self, relayArg, r.addr, target)
-	r.cmd.Stderr = os.Stderr
-	r.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := r.cmd.Start(); err != nil {
+	p := &childProc{addr: "127.0.0.1:" + strconv.Itoa(ports[0])}
+	p.cmd = exec.Command(self, append([]string{arg, p.addr}, rest...)...)
+	p.cmd.Stderr = os.Stderr
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := p.cmd.Start(); err != nil {
 		return nil, err
 	}
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline) && ctx.Err() == nil; {
-		// The probe connection is relayed to target and closed at once;
-		// the sink server ends it when it reads no mode byte.
-		if c, err := net.Dial("tcp", r.addr); err == nil {
+		// A probe connection that sends nothing: a sink server ends it
+		// when it reads no mode byte, and a relay passes it on to one.
+		if c, err := net.Dial("tcp", p.addr); err == nil {
 			c.Close()
-			return r, nil
+			return p, nil
 		}
 		time.Sleep(time.Millisecond)
 	}
-	r.stop()
-	return nil, fmt.Errorf("relay on %s did not start", r.addr)
+	p.stop()
+	return nil, fmt.Errorf("%s on %s did not start", arg, p.addr)
 }
 
-func (r *relayProc) stop() {
-	_ = r.cmd.Process.Kill()
-	_ = r.cmd.Wait()
+func (p *childProc) stop() {
+	_ = p.cmd.Process.Kill()
+	_ = p.cmd.Wait()
 }

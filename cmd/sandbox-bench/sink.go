@@ -28,8 +28,29 @@ type sinkServer struct {
 	conns map[net.Conn]struct{}
 }
 
-func startSink() (*sinkServer, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+// sinkArg, as the first argument, makes the bench a sink server in a
+// process of its own: sandbox-bench sink LISTEN. Figure 6 measures the
+// proxy against that process, as a proxied application is one: a client
+// and an echo in one Go process hand a round trip to each other without
+// the kernel waking another process, which no proxied connection can do.
+const sinkArg = "sink"
+
+// sinkMain serves on listen until it is killed.
+func sinkMain(args []string) error {
+	if len(args) != 1 {
+		return errors.New("usage: sandbox-bench sink LISTEN")
+	}
+	s, err := startSink(args[0])
+	if err != nil {
+		return err
+	}
+	s.wg.Wait()
+	return nil
+}
+
+// startSink serves on addr, "127.0.0.1:0" for any free port.
+func startSink(addr string) (*sinkServer, error) {
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
 	}
