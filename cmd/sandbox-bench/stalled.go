@@ -18,7 +18,7 @@ import (
 
 const (
 	stalledLines   = 1_000_000 // figure 5: seq 1 stalledLines
-	stalledRepeats = 3         // pairs of runs: without reader, with a stalled one
+	stalledRepeats = 7         // pairs of runs: without reader, with a stalled one
 	ringBoundMiB   = 8.0       // procs.Options.MaxBytes default
 	pollEvery      = 5 * time.Millisecond
 	processTimeout = 30 * time.Second
