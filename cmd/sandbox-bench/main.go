@@ -99,11 +99,13 @@ func (b *bench) stopShared() {
 // the JSON. It is long because the flags, the profile, the sections and
 // the output are one sequence that reads best in one place.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) > 0 && args[0] == relayArg {
-		return relayMain(args[1:])
-	}
-	if len(args) > 0 && args[0] == sinkArg {
-		return sinkMain(args[1:])
+	if len(args) > 0 {
+		switch args[0] { // the helper processes the bench starts of itself
+		case relayArg:
+			return relayMain(args[1:])
+		case sinkArg:
+			return sinkMain(args[1:])
+		}
 	}
 	fs := flag.NewFlagSet("sandbox-bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
