@@ -60,7 +60,6 @@ func startSink(addr string) (*sinkServer, error) {
 	return s, nil
 }
 
-func (s *sinkServer) port() int    { return s.ln.Addr().(*net.TCPAddr).Port }
 func (s *sinkServer) addr() string { return s.ln.Addr().String() }
 
 // acceptLoop runs in its own goroutine; it ends when close closes the
