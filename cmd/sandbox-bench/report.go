@@ -216,6 +216,18 @@ func percentile(ds []time.Duration, p float64) time.Duration {
 
 func median(ds []time.Duration) time.Duration { return percentile(ds, 50) }
 
+// mean returns the mean of ds, 0 if it is empty.
+func mean(ds []time.Duration) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	var total time.Duration
+	for _, d := range ds {
+		total += d
+	}
+	return total / time.Duration(len(ds))
+}
+
 // medianFloat returns the median of vs; vs is sorted in place.
 func medianFloat(vs []float64) float64 {
 	if len(vs) == 0 {
