@@ -18,6 +18,15 @@ const hexDigits = "0123456789abcdef"
 // second; encoding/json costs an allocation and reflection per line.
 func AppendJSONString(dst, s []byte) []byte {
 	dst = append(dst, '"')
+	dst = AppendJSONEscaped(dst, s)
+	return append(dst, '"')
+}
+
+// AppendJSONEscaped appends s to dst escaped as AppendJSONString does, but
+// without the quotes, so that a long string can be written in pieces. A
+// piece that ends inside a UTF-8 sequence gets U+FFFD for its last bytes:
+// cut pieces where utf8.FullRune says a sequence is whole.
+func AppendJSONEscaped(dst, s []byte) []byte {
 	start := 0
 	for i := 0; i < len(s); {
 		b := s[i]
@@ -60,6 +69,5 @@ func AppendJSONString(dst, s []byte) []byte {
 		}
 		i += size
 	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
+	return append(dst, s[start:]...)
 }
