@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strconv"
 	"sync"
 	"syscall"
@@ -24,6 +25,11 @@ var (
 	ErrAlreadyBound = errors.New("port already bound")
 	// ErrInvalidPort is returned by Bind for a port outside 1..65535.
 	ErrInvalidPort = errors.New("port must be between 1 and 65535")
+	// ErrReservedPort is returned by Bind for a port of the agent's own:
+	// one in Reserved, or that of a listener being served. Forwarding
+	// to it would loop, each connection dialling the proxy again until
+	// no file descriptor is left.
+	ErrReservedPort = errors.New("port is reserved by the agent")
 	// ErrClosed is returned by Serve after Close.
 	ErrClosed = errors.New("proxy: forwarder closed")
 )
@@ -38,13 +44,23 @@ const (
 // first, then [::1] if IPv4 refuses. A connection accepted while no port
 // is bound is closed at once.
 //
-// The zero value is ready to use, with no port bound. Set DialTimeout
-// and Log before the first Serve; they are not guarded. A Forwarder must
+// A Forwarder never forwards to its own ports: the port of a listener
+// it serves, or one listed in Reserved. Bind refuses them, and a
+// connection that would reach one anyway (a listener served after Bind)
+// is closed instead of dialled.
+//
+// The zero value is ready to use, with no port bound. Set DialTimeout,
+// Reserved and Log before the first Bind or Serve; they are not guarded. A Forwarder must
 // not be copied after first use. Its methods are safe for concurrent use.
 type Forwarder struct {
 	// DialTimeout bounds the dial to the bound port.
 	// If zero, 5 s is used.
 	DialTimeout time.Duration
+
+	// Reserved lists ports that must never be bound, besides those of
+	// the listeners being served, which are refused without being
+	// listed: the agent's API port, for one. Nil reserves none.
+	Reserved []int
 
 	// Log receives one warning per failed dial, and one per Accept
 	// error that Serve retries (such as running out of file
@@ -94,19 +110,38 @@ func (f *Forwarder) dialTimeout() time.Duration {
 }
 
 // Bind sets the port that new connections are forwarded to. It returns
-// an error wrapping ErrInvalidPort if port is outside 1..65535, and one
-// wrapping ErrAlreadyBound if a port is already bound; call Unbind first.
+// an error wrapping ErrInvalidPort if port is outside 1..65535, one
+// wrapping ErrReservedPort if port is one of the Forwarder's own, and
+// one wrapping ErrAlreadyBound if a port is already bound; call Unbind
+// first.
 func (f *Forwarder) Bind(port int) error {
 	if port < 1 || port > 65535 {
 		return fmt.Errorf("bind %d: %w", port, ErrInvalidPort)
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.ownPortLocked(port) {
+		return fmt.Errorf("bind %d: %w", port, ErrReservedPort)
+	}
 	if f.port != 0 {
 		return fmt.Errorf("bind %d: %w (current port %d)", port, ErrAlreadyBound, f.port)
 	}
 	f.port = port
 	return nil
+}
+
+// ownPortLocked reports whether port is in Reserved or is the port of a
+// listener being served. f.mu must be held.
+func (f *Forwarder) ownPortLocked(port int) bool {
+	if slices.Contains(f.Reserved, port) {
+		return true
+	}
+	for ln := range f.lns {
+		if a, ok := ln.Addr().(*net.TCPAddr); ok && a.Port == port {
+			return true
+		}
+	}
+	return false
 }
 
 // Unbind removes the binding and closes every live forwarded connection.
@@ -256,12 +291,20 @@ func (f *Forwarder) doneLocked() chan struct{} {
 
 // track registers client as a live connection of the current binding
 // and returns it with the port to dial and the context for the dial,
-// which Unbind and Close cancel. It reports false if no port is bound or
-// the Forwarder is closed; the caller then closes client.
+// which Unbind and Close cancel. It reports false if no port is bound,
+// the bound port is one of the Forwarder's own, or the Forwarder is
+// closed; the caller then closes client.
 func (f *Forwarder) track(client net.Conn) (context.Context, *conn, int, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.closed || f.port == 0 {
+		return nil, nil, 0, false
+	}
+	// Bind refuses these ports, but a listener served after Bind can
+	// still bring its own port in; checking here too means no path
+	// leads to the loop.
+	if f.ownPortLocked(f.port) {
+		f.Log.Warn().Int("port", f.port).Msg("proxy: bound port is the proxy's own; connection refused")
 		return nil, nil, 0, false
 	}
 	// Not a request context: the dial belongs to this connection alone.
