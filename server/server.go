@@ -34,6 +34,9 @@ type Config struct {
 	// ProxyPort is the TCP proxy's port, reported by /health,
 	// /port_status and /bind_port.
 	ProxyPort int
+	// APIPort is the API's own port, which /bind_port refuses, as it
+	// does ProxyPort. If zero, only ProxyPort is refused.
+	APIPort int
 	// Version is reported by /health.
 	Version string
 }
