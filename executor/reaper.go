@@ -1,16 +1,17 @@
 package executor
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"os"
 	"os/exec"
 	"os/signal"
-	"strconv"
 	"sync"
 	"syscall"
 	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // Reaper reaps the zombies of orphaned processes. An agent that runs as
@@ -24,15 +25,24 @@ import (
 // only zombies it did not start, and every child is started through it
 // (Runner.Reaper, Reaper.Start), which registers the child under the same
 // lock the reaper holds while it reaps.
+//
+// It finds zombies with waitid(P_ALL, WNOWAIT), which looks at a zombie
+// child without reaping it, and never through /proc: a PID namespace
+// whose /proc is the outer one (a container run without its own /proc
+// mount) shows other processes there. waitid reports one zombie at a
+// time, so a zombie of one of ours, which os/exec is about to reap, hides
+// the zombies behind it; Done, called once os/exec has reaped it, resumes.
 type Reaper struct {
-	// MinInterval is the least time between two scans of /proc, which
-	// bounds the cost of a burst of exits. If zero, 50 ms.
+	// MinInterval is the least time between two passes started by
+	// SIGCHLD, which bounds the cost of a burst of exits. If zero, 50 ms.
 	MinInterval time.Duration
 
 	// mu is held while a child is started and registered, and while
-	// zombies are reaped. It guards ours.
-	mu   sync.Mutex
-	ours map[int]struct{} // children that os/exec will wait for
+	// zombies are reaped: a zombie that is not in ours is then never one
+	// that os/exec will wait for. It guards ours and blockedBy.
+	mu        sync.Mutex
+	ours      map[int]struct{} // children that os/exec will wait for
+	blockedBy int              // the child of ours that ended the last pass; 0 if none did
 }
 
 // NewReaper returns a Reaper. Run makes it reap.
@@ -53,11 +63,15 @@ func (r *Reaper) Start(cmd *exec.Cmd) error {
 	return nil
 }
 
-// Done forgets pid, a child whose cmd.Wait has returned.
+// Done forgets pid, a child whose cmd.Wait has returned. If pid's zombie
+// stopped the last pass, Done reaps the zombies that waited behind it.
 func (r *Reaper) Done(pid int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.ours, pid)
+	if r.blockedBy == pid {
+		r.reapLocked()
+	}
 }
 
 // Run reaps orphaned zombies each time a child exits, until ctx ends.
@@ -79,7 +93,7 @@ func (r *Reaper) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		}
-		// Signals are coalesced: one scan after a pause covers a burst.
+		// Signals are coalesced: one pass after a pause covers a burst.
 		select {
 		case <-time.After(interval):
 		case <-ctx.Done():
@@ -89,72 +103,70 @@ func (r *Reaper) Run(ctx context.Context) {
 }
 
 // Reap waits for every zombie child of this process that it did not
-// start, and returns how many it reaped.
+// start, up to the first zombie of one of its own, and returns how many
+// it reaped.
 func (r *Reaper) Reap() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	self := os.Getpid()
+	return r.reapLocked()
+}
+
+// reapLocked is Reap. r.mu must be held.
+func (r *Reaper) reapLocked() int {
+	r.blockedBy = 0
 	n := 0
-	for _, pid := range zombieChildren(self) {
+	for {
+		pid, err := peekZombie()
+		if err != nil || pid == 0 {
+			return n // ECHILD: no children at all; 0: none has exited
+		}
 		if _, ok := r.ours[pid]; ok {
-			continue
+			// os/exec will reap it, and Done will resume from there.
+			r.blockedBy = pid
+			return n
 		}
-		var ws syscall.WaitStatus
-		for {
-			got, err := syscall.Wait4(pid, &ws, syscall.WNOHANG, nil)
-			if errors.Is(err, syscall.EINTR) {
-				continue
-			}
-			if err == nil && got == pid {
-				n++
-			}
-			break
+		if reapPid(pid) {
+			n++
+		} else {
+			return n // not waitable after all: never spin on it
 		}
 	}
-	return n
 }
 
-// zombieChildren returns the processes in /proc whose parent is ppid and
-// that are zombies.
-func zombieChildren(ppid int) []int {
-	dir, err := os.Open("/proc")
-	if err != nil {
-		return nil
-	}
-	defer dir.Close()
-	names, _ := dir.Readdirnames(-1)
-	var pids []int
-	for _, name := range names {
-		pid, err := strconv.Atoi(name)
-		if err != nil {
+// peekZombie returns the pid of a child that has exited, leaving it a
+// zombie, or 0 if no child has exited.
+func peekZombie() (int, error) {
+	var info unix.Siginfo
+	for {
+		err := unix.Waitid(unix.P_ALL, 0, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT|unix.WALL, nil)
+		if errors.Is(err, syscall.EINTR) {
 			continue
 		}
-		b, err := os.ReadFile("/proc/" + name + "/stat")
 		if err != nil {
-			continue // it ended meanwhile
+			return 0, err
 		}
-		if state, parent, ok := parseStat(b); ok && state == 'Z' && parent == ppid {
-			pids = append(pids, pid)
-		}
+		return siginfoPid(&info), nil
 	}
-	return pids
 }
 
-// parseStat returns the state and parent pid from the text of
-// /proc/<pid>/stat. The command name, in parentheses, may itself contain
-// spaces and parentheses, so the fields are counted from the last ')'.
-func parseStat(b []byte) (state byte, ppid int, ok bool) {
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 || i+2 >= len(b) {
-		return 0, 0, false
+// siginfoPid returns si_pid. x/sys/unix's Siginfo leaves the union of
+// siginfo_t opaque; for SIGCHLD it starts with si_pid, at the union's
+// offset: after three ints, aligned to a pointer (16 on 64-bit Linux,
+// 12 on 32-bit). WNOHANG with no exited child leaves it zeroed.
+func siginfoPid(info *unix.Siginfo) int {
+	const ptr = unsafe.Sizeof(uintptr(0))
+	const off = (3*unsafe.Sizeof(int32(0)) + ptr - 1) &^ (ptr - 1)
+	return int(*(*int32)(unsafe.Add(unsafe.Pointer(info), off)))
+}
+
+// reapPid reaps the zombie pid and reports whether it did.
+func reapPid(pid int) bool {
+	var ws syscall.WaitStatus
+	for {
+		got, err := syscall.Wait4(pid, &ws, syscall.WNOHANG|unix.WALL, nil)
+		if errors.Is(err, syscall.EINTR) {
+			continue
+		}
+		return err == nil && got == pid
 	}
-	fields := bytes.Fields(b[i+2:])
-	if len(fields) < 2 || len(fields[0]) != 1 {
-		return 0, 0, false
-	}
-	ppid, err := strconv.Atoi(string(fields[1]))
-	if err != nil {
-		return 0, 0, false
-	}
-	return fields[0][0], ppid, true
 }
