@@ -51,10 +51,15 @@ type agent struct {
 // answers /health; env is added to its environment. Picking a free port
 // and handing it over is racy, so a failed start is retried twice.
 func startAgent(ctx context.Context, bin string, env ...string) (*agent, error) {
+	return startAgentArgs(ctx, bin, nil, env...)
+}
+
+// startAgentArgs is startAgent with args added to the agent's flags.
+func startAgentArgs(ctx context.Context, bin string, args []string, env ...string) (*agent, error) {
 	var err error
 	for range 3 {
 		var a *agent
-		if a, err = tryStartAgent(ctx, bin, env); err == nil {
+		if a, err = tryStartAgent(ctx, bin, args, env); err == nil {
 			return a, nil
 		}
 		if ctx.Err() != nil {
@@ -64,7 +69,7 @@ func startAgent(ctx context.Context, bin string, env ...string) (*agent, error) 
 	return nil, err
 }
 
-func tryStartAgent(ctx context.Context, bin string, env []string) (*agent, error) {
+func tryStartAgent(ctx context.Context, bin string, args, env []string) (*agent, error) {
 	ports, err := freePorts(2)
 	if err != nil {
 		return nil, err
@@ -78,7 +83,7 @@ func tryStartAgent(ctx context.Context, bin string, env []string) (*agent, error
 		done:    make(chan struct{}),
 	}
 	a.base = "http://" + a.apiAddr
-	a.cmd = exec.Command(bin, "-addr", a.apiAddr, "-proxy-addr", a.proxy)
+	a.cmd = exec.Command(bin, append([]string{"-addr", a.apiAddr, "-proxy-addr", a.proxy}, args...)...)
 	a.cmd.Env = append(os.Environ(), "SANDBOX_SECRET="+a.secret, "SANDBOX_AUTH_MODE=static", "LOG_LEVEL=info")
 	a.cmd.Env = append(a.cmd.Env, env...)
 	a.cmd.Stdout, a.cmd.Stderr = a.log, a.log

@@ -55,6 +55,8 @@ func sections() []section {
 		{"proxy", "6: TCP proxy", (*bench).sectionProxy},
 		{"memory", "7: memory", (*bench).sectionMemory},
 		{"startup", "8: start-up and binary size", (*bench).sectionStartup},
+		{"procs500", "9: RSS with 500 running processes that printed 9 MB each", (*bench).sectionRingBudget},
+		{"read32", "10: peak RSS of 32 concurrent read_file of 63 MiB", (*bench).sectionReadFile},
 	}
 }
 
