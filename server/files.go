@@ -1,10 +1,16 @@
 package server
 
 import (
+	"bufio"
+	"context"
 	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
 	"net/http"
+	"net/url"
+	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/sandbox-executor/sandbox-executor/files"
 )
@@ -68,9 +74,9 @@ func toEntryJSON(e files.Entry) entryJSON {
 	return j
 }
 
-// handleFileWrite serves POST /write_file: it creates or truncates a file
-// (mode 0644, parents not created) and writes content to it. With
-// is_base64, content is standard base64 and is decoded first.
+// handleFileWrite serves POST /write_file: it creates or truncates a
+// regular file (mode 0644, parents not created) and writes content to it.
+// With is_base64, content is standard base64 and is decoded first.
 func (s *Server) handleFileWrite(w http.ResponseWriter, r *http.Request) error {
 	type request struct {
 		Path     string  `json:"path"`
@@ -93,7 +99,7 @@ func (s *Server) handleFileWrite(w http.ResponseWriter, r *http.Request) error {
 			return errorf(http.StatusBadRequest, "invalid base64 content: %v", err)
 		}
 	}
-	replyDone(w, files.Write(req.Path, data))
+	replyDone(w, files.Write(r.Context(), req.Path, data))
 	return nil
 }
 
@@ -101,14 +107,15 @@ func (s *Server) handleFileWrite(w http.ResponseWriter, r *http.Request) error {
 // "" for an empty file. The content is base64, with is_base64:true, when
 // the client asks for it or when the file is not valid UTF-8: JSON would
 // otherwise replace the invalid bytes with U+FFFD.
+//
+// The reply is streamed from the file (see writeContent), so a read costs
+// about 128 KiB of memory whatever the file's size and however many run
+// at once. Only regular files are read: a device, a named pipe or a
+// socket is refused before a byte is read.
 func (s *Server) handleFileRead(w http.ResponseWriter, r *http.Request) error {
 	type request struct {
 		Path     string `json:"path"`
 		IsBase64 bool   `json:"is_base64"`
-	}
-	type reply struct {
-		Content  string `json:"content"`
-		IsBase64 bool   `json:"is_base64,omitempty"`
 	}
 	req, err := decode[request](w, r, s.cfg.MaxBody)
 	if err != nil {
@@ -117,17 +124,62 @@ func (s *Server) handleFileRead(w http.ResponseWriter, r *http.Request) error {
 	if err := requirePath(req.Path); err != nil {
 		return err
 	}
-	data, err := files.Read(req.Path)
-	if err != nil { // files.ErrTooLarge included: it is a refusal, not a fault
+	c, err := files.Scan(r.Context(), req.Path)
+	if errors.Is(err, files.ErrTooLarge) {
+		// A refusal, not a fault: 200 like the others, with the way out.
+		err = fmt.Errorf("%w; download it with GET /files?path=%s", err,
+			strings.ReplaceAll(url.QueryEscape(req.Path), "%2F", "/"))
+	}
+	if err != nil {
 		replyFailed(w, err)
 		return nil
 	}
-	if req.IsBase64 || !utf8.Valid(data) {
-		encode(w, http.StatusOK, reply{Content: base64.StdEncoding.EncodeToString(data), IsBase64: true})
-		return nil
+	defer c.Close()
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	if err := writeContent(r.Context(), w, c, req.IsBase64 || !c.UTF8()); err != nil {
+		// The reply has started: ending it cleanly would pass a cut file
+		// off as whole. Breaking the connection is the only way to say so.
+		panic(http.ErrAbortHandler)
 	}
-	encode(w, http.StatusOK, reply{Content: string(data)})
 	return nil
+}
+
+// writeContent writes the reply of read_file for c, exactly as encoding/json
+// would encode {"content":...} or {"content":...,"is_base64":true} (but
+// for '<', '>' and '&', written as they are), in bounded memory. If the
+// file has changed since it was scanned, the reply is still valid JSON.
+func writeContent(ctx context.Context, w io.Writer, c *files.Content, asBase64 bool) error {
+	if !asBase64 {
+		if _, err := io.WriteString(w, `{"content":`); err != nil {
+			return err
+		}
+		js := newJSONString(w)
+		if err := c.Copy(ctx, js); err != nil {
+			return err
+		}
+		if err := js.Close(); err != nil {
+			return err
+		}
+		_, err := io.WriteString(w, "}\n")
+		return err
+	}
+	if _, err := io.WriteString(w, `{"content":"`); err != nil {
+		return err
+	}
+	// base64's encoder writes 1 KiB at a time; the buffer gathers them.
+	bw := bufio.NewWriterSize(w, 32<<10)
+	enc := base64.NewEncoder(base64.StdEncoding, bw)
+	if err := c.Copy(ctx, enc); err != nil {
+		return err
+	}
+	if err := enc.Close(); err != nil {
+		return err
+	}
+	if _, err := bw.WriteString(`","is_base64":true}` + "\n"); err != nil {
+		return err
+	}
+	return bw.Flush()
 }
 
 // handleFileDelete serves POST /delete_file: it removes a file or a
@@ -192,7 +244,7 @@ func (s *Server) handleDirDelete(w http.ResponseWriter, r *http.Request) error {
 	if err := requirePath(req.Path); err != nil {
 		return err
 	}
-	replyDone(w, files.DeleteDir(req.Path))
+	replyDone(w, files.DeleteDir(r.Context(), req.Path))
 	return nil
 }
 
@@ -211,7 +263,7 @@ func (s *Server) handleDirList(w http.ResponseWriter, r *http.Request) error {
 	if err := requirePath(req.Path); err != nil {
 		return err
 	}
-	entries, err := files.List(req.Path)
+	entries, err := files.List(r.Context(), req.Path)
 	if err != nil {
 		replyFailed(w, err)
 		return nil

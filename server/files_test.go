@@ -110,6 +110,7 @@ func TestFileReadTooLarge(t *testing.T) {
 	assert.NotContains(t, body, "content")
 	assert.Contains(t, body["error"], "file too large")
 	assert.Contains(t, body["error"], "67108864")
+	assert.Contains(t, body["error"], "GET /files?path="+p, "the error names the way to fetch it")
 }
 
 func TestDirMakeListDelete(t *testing.T) {
