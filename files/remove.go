@@ -3,6 +3,7 @@ package files
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -12,13 +13,24 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// ErrInvalidPath is wrapped by DeleteDir's error for a path it refuses to
+// touch whatever the file system holds: "/" itself, or a path whose last
+// element is "." or "..". Such a request is the client's mistake, not a
+// failure of the file system.
+var ErrInvalidPath = errors.New("invalid path")
+
 // DeleteDir removes the directory at path and everything in it, like
 // rm -rf. A path that does not exist is success. A path that exists and is
 // not a directory gives "remove <path>: not a directory"; a symbolic link
 // to a directory counts as one, and only the link is removed, as with
-// rm -rf. DeleteDir stops with ctx's error between entries
+// rm -rf. "/" and paths that end in "." or ".." are refused with
+// ErrInvalidPath, as rm refuses them: "x/.." names x's parent, which
+// rm -rf would empty. DeleteDir stops with ctx's error between entries
 // once ctx is done, leaving what it has not reached yet.
 func DeleteDir(ctx context.Context, path string) error {
+	if err := removable(path); err != nil {
+		return err
+	}
 	fi, err := os.Lstat(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -34,6 +46,19 @@ func DeleteDir(ctx context.Context, path string) error {
 		}
 	}
 	return &fs.PathError{Op: "remove", Path: path, Err: syscall.ENOTDIR}
+}
+
+// removable refuses, as written and before any cleaning, "/" (however
+// many slashes) and a path whose last element is "." or "..".
+func removable(path string) error {
+	trimmed := strings.TrimRight(path, "/")
+	if trimmed == "" {
+		return fmt.Errorf("%w %q: refusing to delete the root directory", ErrInvalidPath, path)
+	}
+	if last := trimmed[strings.LastIndexByte(trimmed, '/')+1:]; last == "." || last == ".." {
+		return fmt.Errorf("%w %q: refusing to delete a path whose last element is %q", ErrInvalidPath, path, last)
+	}
+	return nil
 }
 
 // asRemove reports err as a failure to remove path, keeping the system's

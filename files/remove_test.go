@@ -10,6 +10,37 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+func TestRemovable(t *testing.T) {
+	// Only checked, never removed: a mistake here must not delete the
+	// test's working directory or the machine's root.
+	refused := []string{"/", "//", "///", ".", "..", "./", "../", "/.", "/..", "x/.", "x/..", "x/./", "x/..//",
+		"/tmp/x/..", "/tmp/x/.", "/tmp/x/../", "/tmp/.././.."}
+	for _, p := range refused {
+		assert.ErrorIs(t, removable(p), ErrInvalidPath, p)
+	}
+	allowed := []string{"x", "x/", "/tmp/x", "/tmp/x/", ".x", "x.", "..x", "x..", "...", "x/...", "/tmp/./x", "/tmp/../x"}
+	for _, p := range allowed {
+		assert.NoError(t, removable(p), p)
+	}
+	assert.EqualError(t, removable("/tmp/x/.."), `invalid path "/tmp/x/..": refusing to delete a path whose last element is ".."`)
+	assert.EqualError(t, removable("//"), `invalid path "//": refusing to delete the root directory`)
+}
+
+// delete_dir of "x/.." used to empty x's parent (x included), then report
+// a failure to remove "..". Nothing is removed now.
+func TestDeleteDirRefusesDotDot(t *testing.T) {
+	dir := t.TempDir()
+	a := filepath.Join(dir, "a")
+	require.NoError(t, os.MkdirAll(filepath.Join(a, "b"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(a, "f"), []byte("x"), 0o644))
+	for _, p := range []string{a + "/b/..", a + "/b/../", a + "/.", a + "/b/./"} {
+		err := DeleteDir(t.Context(), p)
+		assert.ErrorIs(t, err, ErrInvalidPath, p)
+		assert.FileExists(t, filepath.Join(a, "f"), p)
+		assert.DirExists(t, filepath.Join(a, "b"), p)
+	}
+}
+
 // DeleteDir keeps os.RemoveAll's error texts.
 func TestDeleteDirErrorsAsRemoveAll(t *testing.T) {
 	if os.Geteuid() == 0 {

@@ -236,6 +236,8 @@ func (s *Server) handleDirMake(w http.ResponseWriter, r *http.Request) error {
 
 // handleDirDelete serves POST /delete_dir: rm -rf of a directory. A
 // missing path is success; a path that is not a directory is refused.
+// "/" and a path that ends in "." or ".." are a 400: "x/.." would empty
+// x's parent.
 func (s *Server) handleDirDelete(w http.ResponseWriter, r *http.Request) error {
 	req, err := decode[pathRequest](w, r, s.cfg.MaxBody)
 	if err != nil {
@@ -244,7 +246,11 @@ func (s *Server) handleDirDelete(w http.ResponseWriter, r *http.Request) error {
 	if err := requirePath(req.Path); err != nil {
 		return err
 	}
-	replyDone(w, files.DeleteDir(r.Context(), req.Path))
+	err = files.DeleteDir(r.Context(), req.Path)
+	if errors.Is(err, files.ErrInvalidPath) {
+		return errorf(http.StatusBadRequest, "%v", err)
+	}
+	replyDone(w, err)
 	return nil
 }
 

@@ -252,3 +252,24 @@ func waitTimeout(wg *sync.WaitGroup, d time.Duration) bool {
 		return false
 	}
 }
+
+// delete_dir of "x/.." used to empty x's parent and then report a
+// failure. Such paths are a 400 now, and nothing is removed.
+func TestDirDeleteRefusesDotDot(t *testing.T) {
+	ts, _ := newTestServer(t)
+	root := t.TempDir()
+	a := filepath.Join(root, "a")
+	require.NoError(t, os.MkdirAll(filepath.Join(a, "b"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(a, "f"), []byte("x"), 0o644))
+	// "/", "." and ".." are refused by the same check (see files'
+	// TestRemovable); they are not sent here, where a regression would
+	// remove the machine's files.
+	for _, p := range []string{a + "/b/..", a + "/b/../", a + "/.", a + "/b/./"} {
+		code, body := call(t, ts, "POST", "/delete_dir", map[string]any{"path": p})
+		assert.Equal(t, http.StatusBadRequest, code, p)
+		assert.Contains(t, body["error"], "invalid path", p)
+		assert.Contains(t, body["error"], p, p)
+		assert.FileExists(t, filepath.Join(a, "f"), p)
+		assert.DirExists(t, filepath.Join(a, "b"), p)
+	}
+}
