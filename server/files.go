@@ -76,12 +76,14 @@ func toEntryJSON(e files.Entry) entryJSON {
 
 // handleFileWrite serves POST /write_file: it creates or truncates a
 // regular file (mode 0644, parents not created) and writes content to it.
-// With is_base64, content is standard base64 and is decoded first.
+// With is_base64, content is standard base64 and is decoded first. A
+// missing or null content writes an empty file: the platform's CLI leaves
+// content out for one.
 func (s *Server) handleFileWrite(w http.ResponseWriter, r *http.Request) error {
 	type request struct {
-		Path     string  `json:"path"`
-		Content  *string `json:"content"` // nil when absent: "" is a valid content
-		IsBase64 bool    `json:"is_base64"`
+		Path     string `json:"path"`
+		Content  string `json:"content"`
+		IsBase64 bool   `json:"is_base64"`
 	}
 	req, err := decode[request](w, r, s.cfg.MaxBody)
 	if err != nil {
@@ -90,12 +92,9 @@ func (s *Server) handleFileWrite(w http.ResponseWriter, r *http.Request) error {
 	if err := requirePath(req.Path); err != nil {
 		return err
 	}
-	if req.Content == nil {
-		return errorf(http.StatusBadRequest, "content is required")
-	}
-	data := []byte(*req.Content)
+	data := []byte(req.Content)
 	if req.IsBase64 {
-		if data, err = base64.StdEncoding.DecodeString(*req.Content); err != nil {
+		if data, err = base64.StdEncoding.DecodeString(req.Content); err != nil {
 			return errorf(http.StatusBadRequest, "invalid base64 content: %v", err)
 		}
 	}

@@ -22,6 +22,27 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// The platform's CLI leaves content out for an empty file: that writes
+// an empty file (it used to be a 400), truncating an existing one.
+func TestFileWriteWithoutContent(t *testing.T) {
+	ts, _ := newTestServer(t)
+	p := filepath.Join(t.TempDir(), "f")
+	for _, body := range []string{`{"path": "` + p + `"}`, `{"path": "` + p + `", "content": null}`,
+		`{"path": "` + p + `", "is_base64": true}`} {
+		require.NoError(t, os.WriteFile(p, []byte("old"), 0o644))
+		code, reply := call(t, ts, "POST", "/write_file", body)
+		assert.Equal(t, http.StatusOK, code, body)
+		assert.Equal(t, map[string]any{"success": true}, reply, body)
+		got, err := os.ReadFile(p)
+		require.NoError(t, err)
+		assert.Empty(t, got, body)
+	}
+	q := filepath.Join(t.TempDir(), "new")
+	_, reply := call(t, ts, "POST", "/write_file", `{"path": "`+q+`"}`)
+	assert.Equal(t, map[string]any{"success": true}, reply)
+	assert.FileExists(t, q)
+}
+
 // rawReadFile returns the status, Content-Type and body of /read_file.
 func rawReadFile(t *testing.T, ts *httptest.Server, body any) (int, string, []byte) {
 	t.Helper()

@@ -233,8 +233,6 @@ func TestFileAndDirBadRequests(t *testing.T) {
 		)
 	}
 	tests = append(tests,
-		badRequest{"/write_file", `{"path": "` + p + `"}`, "content is required"},
-		badRequest{"/write_file", `{"path": "` + p + `", "content": null}`, "content is required"},
 		badRequest{"/write_file", `{"path": "` + p + `", "content": 5}`, `field "content" must be a string`},
 		badRequest{"/write_file", `{"path": "` + p + `", "content": "@@@", "is_base64": true}`, "invalid base64 content: "},
 		badRequest{"/write_file", `{"path": "` + p + `", "content": "x", "is_base64": "yes"}`, `field "is_base64" must be a boolean`},
