@@ -1,7 +1,6 @@
 package files
 
 import (
-	"context"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -345,7 +344,7 @@ func TestReadNamedPipeDoesNotBlock(t *testing.T) {
 	require.NoError(t, syscall.Mkfifo(path, 0o644))
 	done := make(chan error, 1)
 	go func() {
-		_, err := Read(context.Background(), path)
+		_, err := Read(t.Context(), path)
 		done <- err
 	}()
 	select {

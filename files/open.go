@@ -7,9 +7,9 @@ import (
 	"syscall"
 )
 
-// ErrNotRegular is wrapped by the error of Read, Scan and Write for a path
-// that is neither a regular file nor (for Read and Scan) a directory: a
-// named pipe, a socket or a device. Their texts keep the words clients
+// ErrNotRegular is wrapped by the error of Read, Scan and Write for a named
+// pipe, a socket, a device or anything else that is not a regular file (a
+// directory gives EISDIR instead). The texts keep the words clients
 // already match: "read /p: named pipes and sockets cannot be read",
 // "read /dev/zero: devices cannot be read", "write /p: named pipes and
 // sockets cannot be written", "write /dev/null: devices cannot be written".

@@ -30,10 +30,10 @@ type Content struct {
 	path string
 	size int64
 	utf8 bool
-	buf  []byte // chunk bytes, for Copy's reads
+	buf  []byte // at most chunk bytes (see bufferFor), for both passes
 	// whole is true when the file fitted in buf, where Scan left it:
 	// Copy sends that rather than reading the file again, so a small
-	// file (any file of /proc) is sent as it was scanned.
+	// file (a file of /proc under 64 KiB) is sent as it was scanned.
 	whole bool
 }
 

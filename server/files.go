@@ -144,10 +144,12 @@ func (s *Server) handleFileRead(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// writeContent writes the reply of read_file for c, exactly as encoding/json
-// would encode {"content":...} or {"content":...,"is_base64":true} (but
-// for '<', '>' and '&', written as they are), in bounded memory. If the
-// file has changed since it was scanned, the reply is still valid JSON.
+// writeContent writes the reply of read_file for c, in bounded memory, as
+// encoding/json would encode {"content":...} or
+// {"content":...,"is_base64":true}: the same bytes but for '<', '>' and
+// '&', written as they are, and backspace and form feed, written \u0008
+// and \u000c rather than \b and \f (the same JSON values). If the file
+// has changed since it was scanned, the reply is still valid JSON.
 func writeContent(ctx context.Context, w io.Writer, c *files.Content, asBase64 bool) error {
 	if !asBase64 {
 		if _, err := io.WriteString(w, `{"content":`); err != nil {

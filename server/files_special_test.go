@@ -101,12 +101,12 @@ func TestFileReadReplyUnchanged(t *testing.T) {
 		assert.Equal(t, string(old(tt.data, tt.wantB64)), string(got), tt.name)
 	}
 
-	// '<', '>', '&': other bytes, the same value.
+	// '<', '>', '&', backspace, form feed: other bytes, the same value.
 	p := filepath.Join(dir, "html")
-	html := []byte("<a href=\"x?a=1&b=2\">é</a>\n")
+	html := []byte("<a href=\"x?a=1&b=2\">é</a>\b\f\n")
 	require.NoError(t, os.WriteFile(p, html, 0o644))
 	_, _, got := rawReadFile(t, ts, map[string]any{"path": p})
-	assert.Equal(t, `{"content":"<a href=\"x?a=1&b=2\">é</a>\n"}`+"\n", string(got))
+	assert.Equal(t, `{"content":"<a href=\"x?a=1&b=2\">é</a>\u0008\u000c\n"}`+"\n", string(got))
 	var r reply
 	require.NoError(t, json.Unmarshal(got, &r))
 	assert.Equal(t, string(html), r.Content)
