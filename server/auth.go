@@ -124,10 +124,10 @@ func writeSecret(path, secret string) error {
 }
 
 // requireToken lets a request through only with an accepted bearer token;
-// /health is open.
+// /health and /openapi.yaml are open.
 func (s *Server) requireToken(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/health" {
+		if r.URL.Path == "/health" || r.URL.Path == "/openapi.yaml" {
 			next.ServeHTTP(w, r)
 			return
 		}

@@ -17,6 +17,7 @@ func (s *Server) routes() {
 	r := s.router
 
 	r.Handle("/health", s.wrap(s.handleHealth)).Methods(get)
+	r.Handle("/openapi.yaml", s.wrap(s.handleOpenAPI)).Methods(get)
 
 	r.Handle("/run", s.wrap(s.handleRun)).Methods(post)
 	r.Handle("/run_streaming", s.wrap(s.handleRunStreaming)).Methods(post)
