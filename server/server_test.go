@@ -37,7 +37,7 @@ func newTestServerWith(t testing.TB, cfg Config, runner *executor.Runner, opts p
 	reg := procs.NewRegistry(runner, opts)
 	fwd := &proxy.Forwarder{}
 	s := New(zerolog.Nop(), auth, runner, reg, fwd, cfg)
-	ts := httptest.NewServer(s)
+	ts := httptest.NewServer(openAPICheck(t, s.cfg.BasePath, s)) // every request and reply checked against openapi.yaml
 	t.Cleanup(func() {
 		ts.CloseClientConnections()
 		ts.Close()

@@ -1,0 +1,359 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers"
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/sandbox-executor/sandbox-executor/sse"
+)
+
+// openAPICheck returns next wrapped in a docChecker whose findings fail tb
+// when it ends. Benchmarks get next itself: they measure the agent, not
+// the checker.
+func openAPICheck(tb testing.TB, basePath string, next http.Handler) http.Handler {
+	tb.Helper()
+	if _, ok := tb.(*testing.B); ok {
+		return next
+	}
+	c := newDocChecker(tb, basePath, testSecret, next)
+	// Registered before the caller's own cleanup, which closes the test
+	// server and so waits for every handler: this one runs after it.
+	tb.Cleanup(func() {
+		for _, e := range c.errors() {
+			tb.Errorf("openapi.yaml: %s", e)
+		}
+	})
+	return c
+}
+
+// docChecker serves next and checks every request and reply against
+// openapi.yaml with kin-openapi's openapi3filter: the route (method
+// included), the request (a request the document rejects must be refused
+// with a 4xx), and the reply's status, headers and body. An event stream
+// is checked event by event as it passes, against the schema the
+// document's x-sse-events gives its event name. Replies are passed on as
+// they are written, never held back.
+type docChecker struct {
+	doc      *openAPIDoc
+	basePath string // stripped before routing, as the agent does
+	token    string // the bearer token the agent accepts
+	next     http.Handler
+
+	// mu guards errs, appended to by concurrent handlers.
+	mu   sync.Mutex
+	errs []string
+}
+
+// maxCheckErrors bounds what one checker keeps: past that, more of the
+// same says nothing new.
+const maxCheckErrors = 50
+
+func newDocChecker(tb testing.TB, basePath, token string, next http.Handler) *docChecker {
+	tb.Helper()
+	d, err := loadOpenAPIDoc()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return &docChecker{doc: d, basePath: basePath, token: token, next: next}
+}
+
+func (c *docChecker) report(format string, args ...any) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.errs) < maxCheckErrors {
+		c.errs = append(c.errs, fmt.Sprintf(format, args...))
+	}
+}
+
+// errors returns what the checker has found so far.
+func (c *docChecker) errors() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.errs...)
+}
+
+func (c *docChecker) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	ex := c.newExchange(r)
+	body := &bodyRecorder{ReadCloser: r.Body}
+	served := new(http.Request)
+	*served = *r
+	served.Body = body
+	cw := &checkWriter{ResponseWriter: w, ex: ex}
+	c.next.ServeHTTP(cw, served)
+	cw.end()
+	ex.check(cw, body)
+}
+
+// exchange is one request being checked.
+type exchange struct {
+	c      *docChecker
+	req    *http.Request // a copy to validate, without the base path
+	what   string        // "METHOD /path", for messages
+	route  *routers.Route
+	params map[string]string
+}
+
+func (c *docChecker) newExchange(r *http.Request) *exchange {
+	req := r.Clone(context.WithoutCancel(r.Context()))
+	if c.basePath != "" {
+		if rest, ok := strings.CutPrefix(req.URL.Path, c.basePath); ok && (rest == "" || rest[0] == '/') {
+			req.URL.Path, req.URL.RawPath = rest, ""
+			if rest == "" {
+				req.URL.Path = "/"
+			}
+		}
+	}
+	ex := &exchange{c: c, req: req, what: r.Method + " " + r.URL.Path}
+	ex.route, ex.params, _ = c.doc.router.FindRoute(req) // nil: not in the document
+	return ex
+}
+
+func (ex *exchange) report(format string, args ...any) {
+	ex.c.report("%s: %s", ex.what, fmt.Sprintf(format, args...))
+}
+
+// check validates the request and the reply once the handler has returned.
+func (ex *exchange) check(cw *checkWriter, body *bodyRecorder) {
+	if ex.route == nil {
+		ex.checkUnrouted(cw)
+		return
+	}
+	opts := &openapi3filter.Options{
+		AuthenticationFunc:    ex.c.authenticate,
+		IncludeResponseStatus: true, // a status the document does not list fails
+		SkipSettingDefaults:   true,
+	}
+	// The agent reads only what it needs: a body it did not read to the
+	// end (a 401, a 413) cannot be checked, nor one too big to keep.
+	ex.req.Body = http.NoBody
+	if !body.eof || body.json.overflow {
+		opts.ExcludeRequestBody = true
+	} else {
+		ex.req.Body = io.NopCloser(bytes.NewReader(body.json.buf))
+		ex.req.ContentLength = int64(len(body.json.buf))
+		if len(body.json.buf) > 0 {
+			// The agent reads every body as JSON whatever its label
+			// (curl -d says application/x-www-form-urlencoded), and the
+			// document says so.
+			ex.req.Header.Set("Content-Type", "application/json")
+		}
+	}
+	in := &openapi3filter.RequestValidationInput{Request: ex.req, PathParams: ex.params, Route: ex.route, Options: opts}
+	ctx := ex.req.Context()
+	// A request the document rejects must not be carried out: the agent
+	// accepting more than the document says is a field renamed, or one the
+	// document does not know.
+	if err := openapi3filter.ValidateRequest(ctx, in); err != nil && cw.status < 400 {
+		ex.report("the document rejects the request, but the agent answered %d: %v", cw.status, err)
+	}
+	resp := &openapi3filter.ResponseValidationInput{RequestValidationInput: in, Status: cw.status,
+		Header: cw.header, Options: &openapi3filter.Options{IncludeResponseStatus: true, ExcludeResponseBody: cw.json.overflow}}
+	resp.SetBodyBytes(cw.json.buf)
+	if err := openapi3filter.ValidateResponse(ctx, resp); err != nil {
+		ex.report("reply %d: %v", cw.status, err)
+	}
+}
+
+// checkUnrouted checks the reply to a request the document has no
+// operation for: it must be a JSON error, as the document's description
+// says (404 for a path, 405 for a method, 401 before either).
+func (ex *exchange) checkUnrouted(cw *checkWriter) {
+	if cw.status < 400 {
+		ex.report("not an operation of the document, but the agent answered %d", cw.status)
+		return
+	}
+	if ct := cw.header.Get("Content-Type"); ct != "application/json" {
+		ex.report("error reply %d with Content-Type %q, not application/json", cw.status, ct)
+		return
+	}
+	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(cw.json.buf))
+	if err == nil {
+		err = ex.c.doc.schemas[errorSchemaRef].Validate(v)
+	}
+	if err != nil {
+		ex.report("error reply %d is not an Error: %v", cw.status, err)
+	}
+}
+
+// authenticate is the checker's openapi3filter.AuthenticationFunc: it
+// accepts exactly one Authorization header with the agent's bearer token.
+func (c *docChecker) authenticate(_ context.Context, in *openapi3filter.AuthenticationInput) error {
+	if s := in.SecurityScheme; s.Type != "http" || !strings.EqualFold(s.Scheme, "bearer") {
+		return in.NewError(fmt.Errorf("the checker knows no security scheme %q", in.SecuritySchemeName))
+	}
+	values := in.RequestValidationInput.Request.Header.Values("Authorization")
+	if len(values) != 1 {
+		return in.NewError(fmt.Errorf("%d Authorization headers", len(values)))
+	}
+	scheme, token, _ := strings.Cut(values[0], " ")
+	if !strings.EqualFold(scheme, "bearer") || strings.TrimSpace(token) != c.token {
+		return in.NewError(errors.New("not the agent's bearer token"))
+	}
+	return nil
+}
+
+// bodyRecorder keeps what the handler reads of the request body.
+type bodyRecorder struct {
+	io.ReadCloser
+	json jsonSkeleton
+	eof  bool // the handler read the body to its end
+}
+
+func (b *bodyRecorder) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	b.json.Write(p[:n])
+	if errors.Is(err, io.EOF) {
+		b.eof = true
+	}
+	return n, err
+}
+
+// checkWriter passes a reply on as it is written and keeps what the
+// checker needs of it: the status, the headers as they were sent, and the
+// body, or for an event stream each event as it passes.
+type checkWriter struct {
+	http.ResponseWriter
+	ex       *exchange
+	status   int // 0 until the status is sent
+	header   http.Header
+	json     jsonSkeleton
+	events   *eventChecker // nil unless the reply is an event stream
+	writeErr bool          // a write failed: the client left, the rest is lost
+}
+
+func (cw *checkWriter) WriteHeader(code int) {
+	if cw.status == 0 && code >= 200 {
+		cw.started(code)
+	}
+	cw.ResponseWriter.WriteHeader(code)
+}
+
+func (cw *checkWriter) Write(p []byte) (int, error) {
+	if cw.status == 0 {
+		cw.started(http.StatusOK)
+	}
+	n, err := cw.ResponseWriter.Write(p)
+	if cw.events != nil {
+		cw.events.write(p[:n])
+	} else {
+		cw.json.Write(p[:n])
+	}
+	if err != nil {
+		cw.writeErr = true
+	}
+	return n, err
+}
+
+// Unwrap lets http.ResponseController reach the connection's Flush and
+// deadlines, as it does through the agent's own recorder.
+func (cw *checkWriter) Unwrap() http.ResponseWriter { return cw.ResponseWriter }
+
+func (cw *checkWriter) started(code int) {
+	cw.status, cw.header = code, cw.Header().Clone()
+	if mt, _, _ := mime.ParseMediaType(cw.header.Get("Content-Type")); mt == "text/event-stream" {
+		cw.events = cw.ex.eventChecker(code)
+	}
+}
+
+// end completes the reply once the handler has returned.
+func (cw *checkWriter) end() {
+	if cw.status == 0 { // net/http sends 200 and no body
+		cw.started(http.StatusOK)
+	}
+	if cw.events != nil {
+		cw.events.end(cw.writeErr)
+	}
+}
+
+// eventChecker checks an event stream event by event against the events
+// the document lists for it.
+type eventChecker struct {
+	ex      *exchange
+	events  map[string]string // event name → $ref of its data's schema
+	withID  map[string]bool
+	pending []byte // the start of an event whose end has not been written yet
+}
+
+func (ex *exchange) eventChecker(status int) *eventChecker {
+	e := &eventChecker{ex: ex}
+	if ex.route == nil {
+		return e // reported by check; every event is then unknown
+	}
+	resp := ex.route.Operation.Responses.Status(status)
+	if resp == nil {
+		return e
+	}
+	if mt := resp.Value.Content.Get("text/event-stream"); mt != nil {
+		e.events, e.withID, _ = sseEvents(mt) // loadOpenAPIDoc checked them
+	}
+	return e
+}
+
+// write takes the bytes of the stream as they pass and checks every event
+// they complete. Events end with a blank line; data never holds a raw
+// newline, so "\n\n" ends an event and nothing else.
+func (e *eventChecker) write(p []byte) {
+	e.pending = append(e.pending, p...)
+	i := bytes.LastIndex(e.pending, []byte("\n\n"))
+	if i < 0 {
+		return
+	}
+	e.parse(e.pending[:i+2])
+	e.pending = append(e.pending[:0], e.pending[i+2:]...)
+}
+
+// end checks what is left once the handler has returned.
+func (e *eventChecker) end(writeErr bool) {
+	e.parse(e.pending)
+	if len(bytes.TrimSpace(e.pending)) > 0 && !writeErr {
+		e.ex.report("the stream ended inside an event: %q", e.pending)
+	}
+}
+
+func (e *eventChecker) parse(b []byte) {
+	r := sse.NewReader(bytes.NewReader(b))
+	for {
+		ev, err := r.Next()
+		if err != nil {
+			return // io.EOF, or an unfinished event that end reports
+		}
+		e.check(ev)
+	}
+}
+
+func (e *eventChecker) check(ev sse.Event) {
+	name := string(ev.Name)
+	ref, ok := e.events[name]
+	switch {
+	case name == "":
+		e.ex.report("an event without an event: line (data %q)", ev.Data)
+		return
+	case !ok:
+		e.ex.report("event %q is not in the document's x-sse-events for this reply", name)
+		return
+	case bytes.IndexByte(ev.Data, '\n') >= 0:
+		e.ex.report("event %q: its data spans several data: lines: %q", name, ev.Data)
+		return
+	case (ev.ID != nil) != e.withID[name]:
+		e.ex.report("event %q: id: line %q, but x-sse-events-with-id says %v", name, ev.ID, e.withID[name])
+	}
+	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(ev.Data))
+	if err == nil {
+		err = e.ex.c.doc.schemas[ref].Validate(v)
+	}
+	if err != nil {
+		e.ex.report("event %q does not match %s: %v (data %.200q)", name, ref, err, ev.Data)
+	}
+}
