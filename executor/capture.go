@@ -2,6 +2,7 @@ package executor
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 )
@@ -9,18 +10,26 @@ import (
 // capture keeps the output of one stream within a byte budget: the first
 // half of the budget as it came, and the last half in a ring, so that both
 // how a command started and how it ended survive truncation.
+//
+// head and the ring share one array, with room for the marker line between
+// them, so that bytes assembles the result in place: what Run returns holds
+// a stream's output once, never a second copy.
 type capture struct {
 	max     int
-	head    []byte
-	tail    []byte // ring of max-max/2 bytes once head is full
+	head    []byte // grows to max/2; then the start of the shared array
+	tail    []byte // ring of max-max/2 bytes once head is full, after markerRoom
 	tailPos int    // next write position in tail
 	tailLen int
 	dropped int64 // bytes that were written to tail and later overwritten
 }
 
+// markerRoom is the room for the marker line, which takes at most 73 bytes.
+const markerRoom = 80
+
 func (c *capture) write(b []byte) {
 	if room := c.max/2 - len(c.head); room > 0 {
 		n := min(room, len(b))
+		c.growHead(n)
 		c.head = append(c.head, b[:n]...)
 		b = b[n:]
 	}
@@ -29,7 +38,10 @@ func (c *capture) write(b []byte) {
 	}
 	size := c.max - c.max/2
 	if c.tail == nil {
-		c.tail = make([]byte, size)
+		all := make([]byte, len(c.head)+markerRoom+size)
+		copy(all, c.head)
+		c.head = all[:len(c.head)]
+		c.tail = all[len(c.head)+markerRoom:]
 	}
 	if len(b) > size {
 		c.dropped += int64(len(b) - size)
@@ -48,29 +60,49 @@ func (c *capture) write(b []byte) {
 	}
 }
 
+// growHead makes room for n more bytes in head, doubling as append would
+// but never past max/2.
+func (c *capture) growHead(n int) {
+	if len(c.head)+n <= cap(c.head) {
+		return
+	}
+	grown := make([]byte, len(c.head), min(max(2*cap(c.head), len(c.head)+n, 512), c.max/2))
+	copy(grown, c.head)
+	c.head = grown
+}
+
 // bytes returns what was kept. If anything was dropped, a marker line
-// naming the number of bytes sits between the head and the tail.
+// naming the number of bytes sits between the head and the tail. It
+// rearranges the buffer in place, so it is called once, after the last
+// write; the result aliases the buffer.
 func (c *capture) bytes() []byte {
-	out := make([]byte, 0, len(c.head)+c.tailLen+80)
-	out = append(out, c.head...)
+	if c.tail == nil {
+		return c.head
+	}
+	if c.tailLen == len(c.tail) && c.tailPos > 0 {
+		// Rotate the full ring so that it starts at its oldest byte.
+		slices.Reverse(c.tail[:c.tailPos])
+		slices.Reverse(c.tail[c.tailPos:])
+		slices.Reverse(c.tail)
+		c.tailPos = 0
+	}
+	out := c.head
 	if c.dropped > 0 {
 		out = fmt.Appendf(out, "\n[sandbox-executor: output truncated, %d bytes omitted]\n", c.dropped)
 	}
-	if c.tailLen < len(c.tail) {
-		return append(out, c.tail[:c.tailLen]...)
-	}
-	out = append(out, c.tail[c.tailPos:]...)
-	return append(out, c.tail[:c.tailPos]...)
+	// The marker fits in markerRoom, so out still shares the array: the
+	// tail moves down to follow it.
+	n := copy(out[len(out):cap(out)], c.tail[:c.tailLen])
+	return out[:len(out)+n]
 }
 
 // Output is what Runner.Run returns: the result and the captured output.
+// Its Truncated is also true if either stream was longer than
+// Runner.MaxOutput and its middle was replaced by a marker line.
 type Output struct {
 	Result
 	Stdout []byte
 	Stderr []byte
-	// Truncated is true if either stream was longer than Runner.MaxOutput
-	// and its middle was replaced by a marker line.
-	Truncated bool
 }
 
 // captureSet holds the two captures of one Run; mu guards both, since the

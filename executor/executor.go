@@ -6,10 +6,8 @@ package executor
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"os/exec"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -28,8 +26,14 @@ var (
 	ErrFinished = errors.New("process already finished")
 	// ErrInvalidCommand is returned by Start and Run for a command that
 	// no process could be given: a NUL byte in it or in its environment,
-	// or an environment variable whose name is empty or holds '='.
+	// an environment variable whose name is empty or holds '=', or a
+	// command or environment over the kernel's size limits (E2BIG).
 	ErrInvalidCommand = errors.New("invalid command")
+	// ErrBusy is returned by Start and Run when Runner.MaxRunning commands
+	// are running already, or the system refused a new process for lack
+	// of resources (fork's EAGAIN). Nothing was started; trying again
+	// later may succeed.
+	ErrBusy = errors.New("too many commands running")
 )
 
 // Command is one shell command to run.
@@ -63,11 +67,29 @@ type Runner struct {
 	// zombies without ever taking a child this Runner waits for. Set it
 	// when the agent runs as PID 1.
 	Reaper *Reaper
+	// MaxRunning caps the commands running at once, Run and Start alike:
+	// past it they return ErrBusy. A command counts from its start until
+	// its output has been read and it has been waited for. If zero, an
+	// eighth of the open-file limit, between 16 and 2,000; see
+	// defaultMaxRunning.
+	MaxRunning int
+	// OOMScoreAdj is how much higher than the agent's own oom_score_adj
+	// each command's is set (at most 1000), so that when memory runs out
+	// the kernel kills a command before it kills the agent. If zero, 500;
+	// if negative, commands keep the agent's.
+	OOMScoreAdj int
 
 	// The pipe readers' buffers are reused: a /run of `true` would
 	// otherwise allocate two of them, most of its garbage.
 	rawBufs  sync.Pool // *[]byte of readSize, for Run
 	lineBufs sync.Pool // *[]byte of maxLine()+readSize, for Start
+
+	// mu guards running, groups and pruneAt.
+	mu      sync.Mutex
+	running int              // commands started and not yet finished
+	groups  map[int]*Process // process groups that may have members, by pgid: the command that leads it
+	pruneAt int              // len(groups) at which the next start prunes it
+	oom     oomAdjuster      // reads the agent's own oom_score_adj once
 }
 
 func (r *Runner) shell() string {
@@ -108,56 +130,74 @@ type Result struct {
 	Signal syscall.Signal
 	// TimedOut is true if the command's timeout killed it.
 	TimedOut bool
+	// Truncated is true if output was cut: background children of the
+	// shell were still writing DrainDelay after it exited, and what they
+	// wrote from then on was not read. (For Run, also if a stream was
+	// longer than MaxOutput; see Output.) Output the command wrote before
+	// its shell exited is never cut.
+	Truncated bool
 }
 
 // Process is a started command.
 type Process struct {
 	cmd      *exec.Cmd
-	reaper   *Reaper       // nil unless Runner.Reaper was set
-	done     chan struct{} // closed by wait once res is set
+	runner   *Runner
+	readers  [2]*pipeReader // stdout, stderr
+	done     chan struct{}  // closed by wait once res is set
 	res      Result
 	timedOut atomic.Bool // set by cmd.Cancel when the timeout, not the caller, ended the command
+	reaped   atomic.Bool // set by wait once cmd.Wait has returned: the group's number may be reused once the group is empty
 }
 
 // Run runs c to the end and returns its result with what it wrote, each
 // stream capped at MaxOutput bytes. If ctx ends first, the process group
-// is killed and Run returns once it is gone.
+// is killed and Run returns once it is gone. If c cannot start, the error
+// wraps ErrInvalidCommand or ErrInvalidDir (the command's fault), ErrBusy,
+// or is the system's.
 func (r *Runner) Run(ctx context.Context, c Command) (Output, error) {
 	cs := &captureSet{stdout: capture{max: r.maxOutput()}, stderr: capture{max: r.maxOutput()}}
 	p, err := r.start(ctx, c, buffers{&r.rawBufs, readSize}, cs.consumer(Stdout), cs.consumer(Stderr))
 	if err != nil {
 		return Output{}, err
 	}
-	res := p.Wait()
-	return Output{
-		Result:    res,
-		Stdout:    cs.stdout.bytes(),
-		Stderr:    cs.stderr.bytes(),
-		Truncated: cs.stdout.dropped > 0 || cs.stderr.dropped > 0,
-	}, nil
+	out := Output{Result: p.Wait()}
+	out.Truncated = out.Truncated || cs.stdout.dropped > 0 || cs.stderr.dropped > 0
+	out.Stdout, out.Stderr = cs.stdout.bytes(), cs.stderr.bytes()
+	return out, nil
 }
 
 // Start starts c and hands its output to fn line by line as it is read.
 // When ctx ends, the process group is killed. Every line has been handed
-// to fn before Wait returns.
+// to fn before Wait returns. Its errors are Run's.
 func (r *Runner) Start(ctx context.Context, c Command, fn LineFunc) (*Process, error) {
 	maxLine := r.maxLine()
 	return r.start(ctx, c, buffers{&r.lineBufs, maxLine + readSize},
 		lineConsumer(Stdout, maxLine, fn), lineConsumer(Stderr, maxLine, fn))
 }
 
-type consumeFunc = func(b []byte, t time.Time, eof bool) int
-
 func (r *Runner) start(ctx context.Context, c Command, bufs buffers, stdout, stderr consumeFunc) (*Process, error) {
 	if err := Check(c); err != nil {
 		return nil, err
 	}
-	parent := ctx
-	cancelTimeout := context.CancelFunc(func() {})
-	if c.Timeout > 0 {
-		ctx, cancelTimeout = context.WithTimeout(ctx, c.Timeout)
+	if err := r.acquire(); err != nil {
+		return nil, err
 	}
-	p := &Process{done: make(chan struct{})}
+	p, err := r.startProcess(ctx, c, bufs, stdout, stderr)
+	if err != nil {
+		r.release(nil)
+		return nil, err
+	}
+	return p, nil
+}
+
+// startProcess starts c, whose slot acquire has taken; see start.
+func (r *Runner) startProcess(ctx context.Context, c Command, bufs buffers, stdout, stderr consumeFunc) (*Process, error) {
+	// The timeout's clock starts once the shell has started (see below):
+	// a context that expired before would make exec refuse to start, and
+	// a timeout of a microsecond is a timeout, not a failure to start.
+	parent := ctx
+	ctx, cancelTimeout := context.WithCancel(ctx)
+	p := &Process{runner: r, done: make(chan struct{})}
 	cmd := exec.CommandContext(ctx, r.shell(), "-c", c.Cmd)
 	cmd.Dir = c.Dir
 	cmd.Env = r.env(c.Env)
@@ -187,64 +227,32 @@ func (r *Runner) start(ctx context.Context, c Command, bufs buffers, stdout, std
 	// Passing *os.File makes the child write straight into the pipes: no
 	// copying goroutine inside exec, and Wait does not wait for output.
 	cmd.Stdout, cmd.Stderr = outW, errW
-	p.reaper = r.Reaper
 	if err := p.startCmd(); err != nil {
 		cancelTimeout()
 		closeAll(outR, outW, errR, errW)
-		return nil, err
+		return nil, startError(c, err)
 	}
 	closeAll(outW, errW) // the child has its copies; EOF comes when it and its children close theirs
-
+	r.oom.adjust(cmd.Process.Pid, r.OOMScoreAdj)
+	r.started(p)
+	if c.Timeout > 0 {
+		timer := time.AfterFunc(c.Timeout, cancelTimeout)
+		cancel := cancelTimeout
+		cancelTimeout = func() { timer.Stop(); cancel() }
+	}
+	drain := r.drainDelay()
+	p.readers[0] = &pipeReader{f: outR, bufs: bufs, consume: stdout, drainDelay: drain}
+	p.readers[1] = &pipeReader{f: errR, bufs: bufs, consume: stderr, drainDelay: drain}
 	readers := make(chan struct{}, 2)
-	go readPipe(outR, bufs, stdout, readers)
-	go readPipe(errR, bufs, stderr, readers)
-	go p.wait(ctx, cancelTimeout, r.drainDelay(), readers, outR, errR)
+	go p.readers[0].run(readers)
+	go p.readers[1].run(readers)
+	go p.wait(ctx, cancelTimeout, readers)
 	return p, nil
 }
 
-// Check returns the error Start and Run would return for c before
-// starting anything: one wrapping ErrInvalidCommand or ErrInvalidDir.
-// Callers that must answer before they start (a stream that opens first)
-// call it themselves.
-func Check(c Command) error {
-	if err := c.check(); err != nil {
-		return err
-	}
-	return checkDir(c.Dir)
-}
-
-// check returns an error wrapping ErrInvalidCommand if c cannot be passed
-// to execve(2), which would refuse it with a bare "invalid argument".
-func (c Command) check() error {
-	if strings.IndexByte(c.Cmd, 0) >= 0 {
-		return fmt.Errorf("%w: cmd contains a NUL byte", ErrInvalidCommand)
-	}
-	for k, v := range c.Env {
-		if k == "" || strings.ContainsAny(k, "=\x00") {
-			return fmt.Errorf("%w: environment variable name %q", ErrInvalidCommand, k)
-		}
-		if strings.IndexByte(v, 0) >= 0 {
-			return fmt.Errorf("%w: environment variable %s contains a NUL byte", ErrInvalidCommand, k)
-		}
-	}
-	return nil
-}
-
-// checkDir returns an error wrapping ErrInvalidDir, naming dir, unless dir
-// is empty or a directory.
-func checkDir(dir string) error {
-	if dir == "" {
-		return nil
-	}
-	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
-		return fmt.Errorf("%w: %s", ErrInvalidDir, dir)
-	}
-	return nil
-}
-
 func (p *Process) startCmd() error {
-	if p.reaper != nil {
-		return p.reaper.Start(p.cmd)
+	if p.runner.Reaper != nil {
+		return p.runner.Reaper.Start(p.cmd)
 	}
 	return p.cmd.Start()
 }
@@ -266,19 +274,21 @@ func (r *Runner) env(extra map[string]string) []string {
 }
 
 // wait is the only caller of cmd.Wait. It runs in its own goroutine; it
-// ends when the shell has exited and both pipe readers have finished, or,
-// if children of the shell hold the pipes open, drainDelay after the shell
-// exited. It owns the two readPipe goroutines.
-func (p *Process) wait(ctx context.Context, cancelTimeout context.CancelFunc, drainDelay time.Duration,
-	readers <-chan struct{}, pipes ...*os.File) {
+// ends when the shell has exited and both pipe readers have finished (see
+// pipeReader for how long they read after the exit). It owns the two
+// pipeReader goroutines and closes their pipes.
+func (p *Process) wait(ctx context.Context, cancelTimeout context.CancelFunc, readers <-chan struct{}) {
 	defer cancelTimeout()
 	_ = p.cmd.Wait() // the exit status is read from ProcessState below
-	if p.reaper != nil {
-		p.reaper.Done(p.cmd.Process.Pid)
+	p.reaped.Store(true)
+	if p.runner.Reaper != nil {
+		p.runner.Reaper.Done(p.cmd.Process.Pid)
+	}
+	exit := time.Now()
+	for _, pr := range p.readers {
+		pr.exited(exit)
 	}
 
-	drain := time.NewTimer(drainDelay)
-	defer drain.Stop()
 	ctxDone := ctx.Done()
 	for n := 0; n < 2; {
 		select {
@@ -286,16 +296,15 @@ func (p *Process) wait(ctx context.Context, cancelTimeout context.CancelFunc, dr
 			n++
 		case <-ctxDone:
 			// Cancelled or timed out while children still hold the pipes.
-			_ = killGroup(p.cmd.Process.Pid, syscall.SIGKILL)
+			_, _ = signalLeftGroup(p.cmd.Process.Pid, syscall.SIGKILL)
 			ctxDone = nil
-		case <-drain.C:
-			for _, f := range pipes {
-				_ = f.SetReadDeadline(time.Now()) // readPipe then hands over what it has and returns
-			}
 		}
 	}
+	closeAll(p.readers[0].f, p.readers[1].f)
 
 	p.res = result(p.cmd.ProcessState, p.timedOut.Load())
+	p.res.Truncated = p.readers[0].truncated || p.readers[1].truncated
+	p.runner.release(p)
 	close(p.done)
 }
 
@@ -329,24 +338,25 @@ func (p *Process) Wait() Result {
 	return p.res
 }
 
-// Signal sends sig to the command's whole process group. Once the command
-// has finished it returns ErrFinished and sends nothing, so a process id
-// that the system has reused is never signalled.
+// Signal sends sig to the command's whole process group. The group
+// outlives the shell while background children it left are in it (`npm
+// start &`): after the command has finished, Signal still reaches them, and
+// returns ErrFinished, sending nothing, only once the group is empty. A
+// group number the system has reused for someone else's group is never
+// signalled (see signalLeftGroup). Children that left the group on purpose
+// (setsid, setpgid) are out of reach.
 func (p *Process) Signal(sig syscall.Signal) error {
-	select {
-	case <-p.done:
-		return ErrFinished
-	default:
+	pgid := p.cmd.Process.Pid
+	if !p.reaped.Load() {
+		// The shell is not reaped, so the group's number is still ours.
+		// (Between the reaping inside cmd.Wait and the flag, the number
+		// could only be someone else's if the system went through every
+		// pid in those microseconds.)
+		return killGroup(pgid, sig)
 	}
-	return killGroup(p.cmd.Process.Pid, sig)
-}
-
-// killGroup sends sig to process group pgid. A group that is already gone
-// is not an error.
-func killGroup(pgid int, sig syscall.Signal) error {
-	err := syscall.Kill(-pgid, sig)
-	if errors.Is(err, syscall.ESRCH) {
-		return nil
+	sent, err := signalLeftGroup(pgid, sig)
+	if err == nil && !sent {
+		return ErrFinished
 	}
 	return err
 }

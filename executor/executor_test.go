@@ -3,6 +3,9 @@ package executor
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,7 +20,12 @@ import (
 	"github.com/sandbox-executor/sandbox-executor/internal/testutil"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if name := os.Getenv(helperEnv); name != "" {
+		runHelper(name)
+	}
+	goleak.VerifyTestMain(m)
+}
 
 // collector gathers the lines a command prints, as a LineFunc.
 type collector struct {
@@ -207,6 +215,7 @@ func TestBackgroundChildHoldingPipesDoesNotHang(t *testing.T) {
 	require.NoError(t, err)
 	assert.Less(t, time.Since(start), 10*time.Second)
 	assert.Equal(t, 0, out.Code)
+	assert.False(t, out.Truncated, "the pipe was empty: nothing was cut")
 	lines := strings.Split(strings.TrimSpace(string(out.Stdout)), "\n")
 	require.Len(t, lines, 2)
 	assert.Equal(t, "bye", lines[1])
@@ -223,7 +232,8 @@ func TestSignalGroup(t *testing.T) {
 	assert.Equal(t, 128+int(syscall.SIGTERM), res.Code)
 	assert.Equal(t, syscall.SIGTERM, res.Signal)
 	require.Eventually(t, func() bool { return !testutil.Alive(pid) }, 5*time.Second, 10*time.Millisecond)
-	assert.ErrorIs(t, p.Signal(syscall.SIGKILL), ErrFinished)
+	// The grandchild's zombie stays in the group until init reaps it.
+	require.Eventually(t, func() bool { return errors.Is(p.Signal(syscall.SIGKILL), ErrFinished) }, 10*time.Second, 10*time.Millisecond)
 }
 
 func TestSplitLines(t *testing.T) {
@@ -261,4 +271,38 @@ func TestCapture(t *testing.T) {
 	b := c.bytes()
 	assert.True(t, bytes.HasPrefix(b, []byte("hello\n[sandbox-executor: output truncated, 5 bytes omitted]\n")))
 	assert.True(t, bytes.HasSuffix(b, []byte("fghij")))
+}
+
+// The capture keeps the first and last halves of its budget, whatever the
+// sizes of the writes, and assembles them without a second copy.
+func TestCaptureMatchesReference(t *testing.T) {
+	for _, max := range []int{1, 7, 10, 64, 1000} {
+		for _, total := range []int{0, 3, max / 2, max, max + 1, 3*max + 5} {
+			for _, chunk := range []int{1, 3, max/3 + 1, 2 * max} {
+				var all []byte
+				c := capture{max: max}
+				for len(all) < total {
+					n := min(chunk, total-len(all))
+					b := make([]byte, n)
+					for i := range b {
+						b[i] = byte('a' + (len(all)+i)%26)
+					}
+					all = append(all, b...)
+					c.write(b)
+				}
+				want := all
+				if len(all) > max {
+					dropped := len(all) - max
+					want = append(append([]byte{}, all[:max/2]...),
+						fmt.Sprintf("\n[sandbox-executor: output truncated, %d bytes omitted]\n", dropped)...)
+					want = append(want, all[len(all)-(max-max/2):]...)
+				}
+				got := c.bytes()
+				require.Equal(t, string(want), string(got), "max %d total %d chunk %d", max, total, chunk)
+				if len(got) > 0 && len(c.head) > 0 {
+					assert.Same(t, &c.head[0], &got[0], "bytes copied the output")
+				}
+			}
+		}
+	}
 }

@@ -2,10 +2,6 @@ package executor
 
 import (
 	"bytes"
-	"errors"
-	"io"
-	"os"
-	"sync"
 	"time"
 	"unicode/utf8"
 )
@@ -42,38 +38,6 @@ func (s Stream) String() string {
 // is full, the command itself.
 type LineFunc func(s Stream, t time.Time, lines [][]byte)
 
-// readPipe reads f until EOF (or until its read deadline passes) and hands
-// what it read to consume, which returns how many bytes it used; the rest
-// stays at the front of the buffer for the next call. consume must use at
-// least enough bytes to leave room for another read of readSize bytes.
-// At the end, what is left is handed over once more with eof set, and must
-// all be used.
-//
-// readPipe runs in its own goroutine, one per pipe, owned by Process.wait;
-// it ends at EOF, on a read error, or when the read deadline set by
-// Process.wait passes. It closes f and then sends on done.
-func readPipe(f *os.File, bufs buffers, consume func(b []byte, t time.Time, eof bool) int, done chan<- struct{}) {
-	defer func() { done <- struct{}{} }()
-	defer f.Close()
-	buf := bufs.get()
-	defer bufs.put(buf) // consume's contract: nothing keeps a slice of buf
-	end := 0            // buf[:end] holds bytes that consume has not used yet
-	for {
-		n, err := f.Read(buf[end:])
-		end += n
-		if n > 0 {
-			used := consume(buf[:end], time.Now(), false)
-			end = copy(buf, buf[used:end])
-		}
-		if err != nil {
-			if end > 0 && (errors.Is(err, io.EOF) || errors.Is(err, os.ErrDeadlineExceeded)) {
-				consume(buf[:end], time.Now(), true)
-			}
-			return
-		}
-	}
-}
-
 // lineConsumer returns a consume function for readPipe that splits what is
 // read into lines and hands them to fn. A line longer than maxLine is passed
 // on in pieces of at most maxLine bytes, cut at a UTF-8 boundary where one
@@ -95,25 +59,6 @@ func lineConsumer(s Stream, maxLine int, fn LineFunc) func([]byte, time.Time, bo
 		return used
 	}
 }
-
-// buffers hands out the pipe readers' buffers of one size.
-type buffers struct {
-	pool *sync.Pool // of *[]byte
-	size int
-}
-
-func (b buffers) get() []byte {
-	if p, ok := b.pool.Get().(*[]byte); ok && len(*p) == b.size {
-		return *p
-	}
-	return make([]byte, b.size)
-}
-
-func (b buffers) put(buf []byte) { b.pool.Put(&buf) }
-
-// readSize is how much readLines asks for beyond room for one maximal
-// line; it matches the default pipe capacity, so one read can empty a pipe.
-const readSize = 64 << 10
 
 // splitLines appends to lines the complete lines in b, without their line
 // endings, and pieces of at most maxLine bytes of a partial line that is
