@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"net/http"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -21,6 +24,9 @@ type commandRequest struct {
 	// Timeout is in seconds; absent or zero means none. Clients send it
 	// beyond the document.
 	Timeout *float64 `json:"timeout"`
+	// Keepalive asks /run_streaming for ": ping" comments while the
+	// command is silent; see wantsPings.
+	Keepalive bool `json:"keepalive"`
 }
 
 // command validates req and returns the command it asks for.
@@ -33,6 +39,11 @@ func (req commandRequest) command() (executor.Command, error) {
 		t := *req.Timeout
 		if t < 0 || math.IsNaN(t) || t > 365*24*3600 {
 			return c, errorf(http.StatusBadRequest, "timeout must be a number of seconds between 0 and one year")
+		}
+		if t > 0 && t < 1e-6 {
+			// It would round to no timeout at all, or to one no command
+			// could meet.
+			return c, errorf(http.StatusBadRequest, "timeout must be 0 (none) or at least one microsecond (1e-6 seconds)")
 		}
 		c.Timeout = time.Duration(t * float64(time.Second))
 	}
@@ -50,12 +61,20 @@ func (s *Server) decodeCommand(w http.ResponseWriter, r *http.Request) (executor
 }
 
 // startError is the error of a command that did not start: the request's
-// fault (400), or the system's, whose details go to the log only.
+// fault (400), too many commands (503), or the system's, whose details go
+// to the log only.
 func startError(err error) error {
-	if errors.Is(err, executor.ErrInvalidDir) || errors.Is(err, executor.ErrInvalidCommand) {
+	if isClientStartError(err) {
 		return err
 	}
 	return &httpError{code: http.StatusInternalServerError, msg: "failed to start command", cause: err}
+}
+
+// isClientStartError reports whether a start failed for a reason the
+// client can act on, which writeError answers with a 4xx or a 503.
+func isClientStartError(err error) bool {
+	return errors.Is(err, executor.ErrInvalidDir) || errors.Is(err, executor.ErrInvalidCommand) ||
+		errors.Is(err, executor.ErrBusy)
 }
 
 // timeoutMessage is the error of a command its timeout stopped.
@@ -74,21 +93,82 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return startError(err)
 	}
-	type reply struct {
-		Stdout string `json:"stdout"`
-		Stderr string `json:"stderr"`
-		Error  string `json:"error,omitempty"`
-		Code   int    `json:"code"`
-	}
-	res := reply{Stdout: string(out.Stdout), Stderr: string(out.Stderr), Code: out.Code}
+	var msg string
 	switch {
 	case out.TimedOut:
-		res.Error = timeoutMessage(c)
+		msg = timeoutMessage(c)
 	case out.Code != 0:
-		res.Error = "Non-zero exit code" // the first implementation's words, which clients match
+		msg = "Non-zero exit code" // the first implementation's words, which clients match
 	}
-	encode(w, http.StatusOK, res)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_ = writeRunReply(w, &out, msg) // an error here means the client left
 	return nil
+}
+
+// smallReply is the most output that writeRunReply escapes into one buffer
+// (at most six times as many bytes) rather than streaming it.
+const smallReply = 8 << 10
+
+// writeRunReply writes the JSON body of a /run reply to w:
+//
+//	{"stdout":"...","stderr":"...","error":"...","code":N,"truncated":true}
+//
+// with error only when msg is not empty and truncated only when true,
+// followed by a newline, as encoding/json's Encoder would write it, except
+// that '<', '>' and '&' are not escaped (as in /run_streaming's events).
+// Output is escaped straight from out's buffers in bounded pieces (see
+// jsonString): however large the output, and escaping can make it six
+// times larger, the reply is never built whole.
+func writeRunReply(w io.Writer, out *executor.Output, msg string) error {
+	if len(out.Stdout)+len(out.Stderr) <= smallReply {
+		b := make([]byte, 0, 64+len(msg)+2*(len(out.Stdout)+len(out.Stderr)))
+		b = append(b, `{"stdout":`...)
+		b = sse.AppendJSONString(b, out.Stdout)
+		b = append(b, `,"stderr":`...)
+		b = sse.AppendJSONString(b, out.Stderr)
+		b = appendRunReplyEnd(b, out, msg)
+		_, err := w.Write(b)
+		return err
+	}
+	if _, err := io.WriteString(w, `{"stdout":`); err != nil {
+		return err
+	}
+	if err := writeJSONString(w, out.Stdout); err != nil {
+		return err
+	}
+	if _, err := io.WriteString(w, `,"stderr":`); err != nil {
+		return err
+	}
+	if err := writeJSONString(w, out.Stderr); err != nil {
+		return err
+	}
+	_, err := w.Write(appendRunReplyEnd(nil, out, msg))
+	return err
+}
+
+// appendRunReplyEnd appends the fields of a /run reply after stderr, and
+// the closing brace and newline.
+func appendRunReplyEnd(b []byte, out *executor.Output, msg string) []byte {
+	if msg != "" {
+		b = append(b, `,"error":`...)
+		b = sse.AppendJSONString(b, []byte(msg))
+	}
+	b = append(b, `,"code":`...)
+	b = strconv.AppendInt(b, int64(out.Code), 10)
+	if out.Truncated {
+		b = append(b, `,"truncated":true`...)
+	}
+	return append(b, "}\n"...)
+}
+
+// writeJSONString writes p to w as one JSON string, in bounded pieces.
+func writeJSONString(w io.Writer, p []byte) error {
+	j := newJSONString(w)
+	if _, err := j.Write(p); err != nil {
+		return err
+	}
+	return j.Close()
 }
 
 // handleRunStreaming serves POST /run_streaming: output events as lines
@@ -96,12 +176,12 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) error {
 // that reads slowly slows the command rather than growing a buffer. A
 // client that leaves gets the command's group killed at once.
 func (s *Server) handleRunStreaming(w http.ResponseWriter, r *http.Request) error {
-	c, err := s.decodeCommand(w, r)
+	req, err := decode[commandRequest](w, r, s.cfg.MaxBody)
 	if err != nil {
 		return err
 	}
-	// The status must be decided before the stream opens.
-	if err := executor.Check(c); err != nil {
+	c, err := req.command()
+	if err != nil {
 		return err
 	}
 	// A client that stalls past the stall timeout has not closed the
@@ -109,26 +189,41 @@ func (s *Server) handleRunStreaming(w http.ResponseWriter, r *http.Request) erro
 	// itself when a write fails.
 	ctx, clientGone := context.WithCancel(r.Context())
 	defer clientGone()
-	st := &runStream{sw: s.newStream(w), clientGone: clientGone}
+	st := &runStream{clientGone: clientGone}
+	// The command starts before the stream opens, so that its status can
+	// still say why it did not (400, 503); holding st.mu until the stream
+	// is open keeps its first lines waiting for it.
+	st.mu.Lock()
 	p, err := s.runner.Start(ctx, c, st.addLines)
 	if err != nil {
+		st.mu.Unlock()
+		if isClientStartError(err) {
+			return err
+		}
 		s.log.Warn().Err(err).Msg("run_streaming: command did not start")
-		_ = st.sw.Event("error", map[string]string{"error": "failed to start command: " + err.Error()})
+		_ = s.newStream(w).Event("error", map[string]string{"error": "failed to start command: " + err.Error()})
 		return nil
 	}
+	st.sw = s.newStream(w)
+	st.mu.Unlock()
 
-	ping := time.NewTicker(s.cfg.KeepAlive)
-	defer ping.Stop()
+	var ping <-chan time.Time
+	if wantsPings(r, req) {
+		t := time.NewTicker(s.cfg.KeepAlive)
+		defer t.Stop()
+		ping = t.C
+	}
 	for {
 		select {
 		case <-p.Done():
 			res := p.Wait()
 			type complete struct {
-				Code    int    `json:"code"`
-				Error   bool   `json:"error"`
-				Message string `json:"message,omitempty"` // only for a timeout
+				Code      int    `json:"code"`
+				Error     bool   `json:"error"`
+				Message   string `json:"message,omitempty"` // only for a timeout
+				Truncated bool   `json:"truncated,omitempty"`
 			}
-			done := complete{Code: res.Code, Error: res.Code != 0}
+			done := complete{Code: res.Code, Error: res.Code != 0, Truncated: res.Truncated}
 			if res.TimedOut {
 				done.Message = timeoutMessage(c)
 			}
@@ -136,7 +231,7 @@ func (s *Server) handleRunStreaming(w http.ResponseWriter, r *http.Request) erro
 			defer st.mu.Unlock()
 			_ = st.sw.Event("complete", done)
 			return nil
-		case <-ping.C:
+		case <-ping:
 			st.mu.Lock()
 			if st.sw.PingIfIdle(s.cfg.KeepAlive) != nil {
 				st.clientGone()
@@ -144,6 +239,24 @@ func (s *Server) handleRunStreaming(w http.ResponseWriter, r *http.Request) erro
 			st.mu.Unlock()
 		}
 	}
+}
+
+// wantsPings reports whether a /run_streaming client asked for ": ping"
+// comments on a silent stream: by the body's keepalive, by accepting
+// text/event-stream (event-source clients send it, and expect pings), or by
+// setting a timeout, which bounds the silence on the server's side. Others
+// get none: the Python SDK's own timeout means "no bytes for N seconds",
+// and pings would keep it from ever firing.
+func wantsPings(r *http.Request, req commandRequest) bool {
+	if req.Keepalive || (req.Timeout != nil && *req.Timeout > 0) {
+		return true
+	}
+	for _, v := range r.Header.Values("Accept") {
+		if strings.Contains(strings.ToLower(v), "text/event-stream") {
+			return true
+		}
+	}
+	return false
 }
 
 // The heads of output events, up to the line: see sse.AppendPrepared.

@@ -202,7 +202,7 @@ func TestRunStreamingStartFailureIsErrorEvent(t *testing.T) {
 
 func TestRunStreamingLongLineAndKeepAlive(t *testing.T) {
 	ts, _ := newTestServerWith(t, Config{KeepAlive: 100 * time.Millisecond}, &executor.Runner{}, procs.Options{})
-	resp := request(t, ts, "POST", "/run_streaming", map[string]any{"cmd": "head -c 2000000 /dev/zero | tr '\\0' x; echo; sleep 0.5; echo end"})
+	resp := request(t, ts, "POST", "/run_streaming", map[string]any{"cmd": "head -c 2000000 /dev/zero | tr '\\0' x; echo; sleep 0.5; echo end", "keepalive": true})
 	r := sse.NewReader(resp.Body)
 	total, pieces := 0, 0
 	var names []string
@@ -223,7 +223,7 @@ func TestRunStreamingLongLineAndKeepAlive(t *testing.T) {
 	assert.Equal(t, 2000000, total)
 	assert.Greater(t, pieces, 1, "a 2 MB line comes in pieces")
 	assert.Equal(t, "complete", names[len(names)-1])
-	assert.Positive(t, r.Comments, "an idle stream gets ping comments")
+	assert.Positive(t, r.Comments, "an idle stream that asked for them gets ping comments")
 }
 
 func TestRunStreamingClientLeavingKillsGroup(t *testing.T) {
