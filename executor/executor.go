@@ -59,9 +59,11 @@ type Runner struct {
 	// MaxOutput caps what Run keeps of each of stdout and stderr, in
 	// bytes; the middle of longer output is dropped. If zero, 8 MiB.
 	MaxOutput int
-	// DrainDelay bounds how long a command's output is still read after
-	// its shell has exited, for background children that keep the pipes
-	// open. If zero, 2 s.
+	// DrainDelay bounds how long a command's pipes are still read after
+	// its shell has exited, for background children that keep them open:
+	// time spent waiting on an empty pipe, or reading what those children
+	// wrote after the exit. Output written before the exit is always read
+	// in full, however long that takes; see pipeReader. If zero, 2 s.
 	DrainDelay time.Duration
 	// Reaper, if set, starts every command, so that it can reap orphaned
 	// zombies without ever taking a child this Runner waits for. Set it
