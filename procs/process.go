@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -30,8 +31,13 @@ type Process struct {
 	PID       int
 	StartedAt time.Time
 
-	exec *executor.Process
-	done chan struct{} // closed by finish, after status leaves running
+	exec   *executor.Process
+	done   chan struct{} // closed by finish, after status leaves running
+	budget *budget       // shared by every process of the registry
+
+	// held is ring.footprint() as of p's last change to it, written under
+	// mu, so that the budget can weigh p without taking mu.
+	held atomic.Int64
 
 	// mu guards everything below. Holding one lock while a batch of lines
 	// is stored and subscribers are woken, and while a subscriber copies
@@ -75,7 +81,8 @@ func (p *Process) Done() <-chan struct{} { return p.done }
 
 // addLines is p's executor.LineFunc: it copies a batch of lines into one
 // allocation, stores them and wakes the subscribers. It never blocks on a
-// subscriber.
+// subscriber; if the lines take the budget over its bound, it trims the
+// rings, after releasing p.mu.
 func (p *Process) addLines(s executor.Stream, t time.Time, lines [][]byte) {
 	total := 0
 	for _, l := range lines {
@@ -84,13 +91,25 @@ func (p *Process) addLines(s executor.Stream, t time.Time, lines [][]byte) {
 	arena := make([]byte, 0, total)
 	nanos := t.UnixNano()
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, l := range lines {
+	before := p.ring.footprint()
+	for i, l := range lines {
 		start := len(arena)
 		arena = append(arena, l...)
-		p.ring.push(Line{Nanos: nanos, Stream: s, Data: arena[start:len(arena):len(arena)]})
+		p.ring.push(Line{Nanos: nanos, Stream: s, first: i == 0, Data: arena[start:len(arena):len(arena)]})
 	}
+	delta := p.heldLocked(before)
 	p.wakeLocked()
+	p.mu.Unlock()
+	p.budget.add(delta)
+}
+
+// heldLocked updates held after a change to the ring, whose footprint was
+// before, and returns by how much it changed, for the budget. p.mu must be
+// held.
+func (p *Process) heldLocked(before int) int64 {
+	delta := int64(p.ring.footprint() - before)
+	p.held.Add(delta)
+	return delta
 }
 
 // wakeLocked tells every subscriber that something changed. A subscriber
@@ -108,7 +127,6 @@ func (p *Process) wakeLocked() {
 // finish records how p ended and wakes its subscribers so they can end.
 func (p *Process) finish(res executor.Result) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	p.exitCode = res.Code
 	p.completedAt = time.Now()
 	switch {
@@ -119,8 +137,13 @@ func (p *Process) finish(res executor.Result) {
 	default:
 		p.status = StatusFailed
 	}
+	before := p.ring.footprint()
+	p.ring.shrink() // it will grow no more
+	delta := p.heldLocked(before)
 	close(p.done)
 	p.wakeLocked()
+	p.mu.Unlock()
+	p.budget.add(delta)
 }
 
 // signal sends sig to p's process group and marks p as killed. If p has
@@ -143,19 +166,32 @@ func (p *Process) signal(sig syscall.Signal) error {
 	return err
 }
 
-// logBytes returns the memory held by p's retained lines.
-func (p *Process) logBytes() int {
+// trimTo evicts p's oldest lines until its footprint is at most limit, for
+// the budget, and returns by how much the footprint changed.
+func (p *Process) trimTo(limit int64) int64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.ring.bytes
+	before := p.ring.footprint()
+	p.ring.trimTo(int(limit))
+	return p.heldLocked(before)
+}
+
+// logBytes returns the footprint of p's retained lines.
+func (p *Process) logBytes() int {
+	return int(p.held.Load())
 }
 
 // releaseLogs drops p's retained lines.
 func (p *Process) releaseLogs() {
 	p.mu.Lock()
-	defer p.mu.Unlock()
+	before := p.ring.footprint()
 	p.ring.reset()
+	delta := p.heldLocked(before)
 	p.wakeLocked()
+	p.mu.Unlock()
+	if delta != 0 {
+		p.budget.release(delta)
+	}
 }
 
 // Subscription reads a process's lines from a given Seq on: first the

@@ -300,7 +300,8 @@ func TestSubscriptionCloseRemovesAtOnceAndCtxEndsWait(t *testing.T) {
 }
 
 func TestFinishedBounds(t *testing.T) {
-	r := newTestRegistry(t, Options{MaxFinished: 3, MaxFinishedBytes: 2 * (lineOverhead + 5) * 10})
+	// Each process holds 10 lines of 5 bytes in one chunk of slots.
+	r := newTestRegistry(t, Options{MaxFinished: 3, MaxFinishedBytes: 2 * (10*5 + chunkLines*lineOverhead)})
 	var ps []*Process
 	for i := 0; i < 5; i++ {
 		p, err := r.Start(executor.Command{Cmd: "for i in 1 2 3 4 5 6 7 8 9 10; do echo abcde; done"})

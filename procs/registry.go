@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"slices"
 	"sync"
 	"syscall"
@@ -37,12 +38,23 @@ type Options struct {
 	// MaxBytes bounds the memory of each process's retained lines,
 	// counting 48 bytes of bookkeeping per line. If zero, 8 MiB.
 	MaxBytes int
+	// MaxTotalBytes bounds the retained lines of all processes together,
+	// running and finished, counted as for MaxBytes plus 48 bytes for each
+	// empty slot a process's ring keeps from when it held more lines. A
+	// line that takes the total over it makes the processes that hold the
+	// most lose their oldest lines first, down to a common level, 1/16
+	// below the bound; their readers are told how many lines they missed.
+	// If zero, 128 MiB: Go's heap grows to about twice its live data
+	// before collecting it, so at their peak the lines cost about 256 MiB,
+	// which leaves most of a 1 GiB sandbox to the commands.
+	MaxTotalBytes int
 	// MaxFinished is how many finished processes stay listed; past it,
 	// the ones that finished first are forgotten. If zero, 1,000.
 	MaxFinished int
 	// MaxFinishedBytes bounds the retained lines of all finished
-	// processes together; past it, the ones that finished first lose
-	// their lines but stay listed. If zero, 128 MiB.
+	// processes together, within MaxTotalBytes; past it, the ones that
+	// finished first lose their lines but stay listed. If zero, half of
+	// MaxTotalBytes.
 	MaxFinishedBytes int
 }
 
@@ -53,35 +65,62 @@ func (o Options) withDefaults() Options {
 	if o.MaxBytes <= 0 {
 		o.MaxBytes = 8 << 20
 	}
+	if o.MaxTotalBytes <= 0 {
+		o.MaxTotalBytes = 128 << 20
+	}
 	if o.MaxFinished <= 0 {
 		o.MaxFinished = 1_000
 	}
 	if o.MaxFinishedBytes <= 0 {
-		o.MaxFinishedBytes = 128 << 20
+		o.MaxFinishedBytes = o.MaxTotalBytes / 2
 	}
 	return o
 }
+
+// reclaimInterval is the least time between two returns of memory to the
+// system: each costs a full garbage collection.
+const reclaimInterval = 10 * time.Second
 
 // Registry holds the background processes. Close kills those still
 // running and waits for them.
 type Registry struct {
 	runner *executor.Runner
 	opts   Options
-	wg     sync.WaitGroup // one per watch goroutine
+	budget *budget
+	wg     sync.WaitGroup // one per watch goroutine, and budget.reclaim
+	quit   chan struct{}  // closed by Close, to end budget.reclaim
 
 	// mu guards the fields below. It is never acquired while a Process's
-	// mu is held.
-	mu            sync.Mutex
-	procs         map[string]*Process
-	order         []*Process // in start order, for List
-	finished      []*Process // in finish order, those still listed
-	finishedBytes int        // logBytes of finished, as of when each finished
-	closed        bool
+	// mu, or the budget's, is held.
+	mu       sync.Mutex
+	procs    map[string]*Process
+	order    []*Process // in start order, for List
+	finished []*Process // in finish order, those still listed
+	closed   bool
 }
 
-// NewRegistry returns a Registry that starts processes with runner.
+// NewRegistry returns a Registry that starts processes with runner. Its
+// Close must be called: it also ends the goroutine that returns released
+// memory to the system.
 func NewRegistry(runner *executor.Runner, opts Options) *Registry {
-	return &Registry{runner: runner, opts: opts.withDefaults(), procs: map[string]*Process{}}
+	opts = opts.withDefaults()
+	r := &Registry{
+		runner: runner,
+		opts:   opts,
+		budget: newBudget(int64(opts.MaxTotalBytes), reclaimInterval, debug.FreeOSMemory),
+		quit:   make(chan struct{}),
+		procs:  map[string]*Process{},
+	}
+	r.wg.Add(1)
+	go r.reclaim()
+	return r
+}
+
+// reclaim runs in its own goroutine, started by NewRegistry; it ends when
+// Close closes quit. See budget.reclaim.
+func (r *Registry) reclaim() {
+	defer r.wg.Done()
+	r.budget.reclaim(r.quit)
 }
 
 // Start starts c in the background. The process outlives the request that
@@ -98,14 +137,17 @@ func (r *Registry) Start(c executor.Command) (*Process, error) {
 		Command:   c.Cmd,
 		StartedAt: time.Now().UTC(),
 		done:      make(chan struct{}),
+		budget:    r.budget,
 		ring:      newRing(r.opts.MaxLines, r.opts.MaxBytes),
 		subs:      map[*Subscription]struct{}{},
 		status:    StatusRunning,
 	}
+	r.budget.join(p) // before its first line
 	// Background processes belong to the registry, not to a request:
 	// Close, not a request's context, ends them.
 	ex, err := r.runner.Start(context.Background(), c, p.addLines)
 	if err != nil {
+		r.budget.leave(p)
 		return nil, err
 	}
 	p.exec, p.PID = ex, ex.Pid()
@@ -121,30 +163,40 @@ func (r *Registry) Start(c executor.Command) (*Process, error) {
 func (r *Registry) watch(p *Process) {
 	defer r.wg.Done()
 	p.finish(p.exec.Wait())
-	r.retire(p)
+	for _, old := range r.retire(p) {
+		old.releaseLogs()
+		r.budget.leave(old)
+	}
 }
 
-// retire applies the finished-process bounds after p has finished.
-func (r *Registry) retire(p *Process) {
+// retire applies the finished-process bounds after p has finished, and
+// returns the processes it forgot, whose lines the caller releases.
+func (r *Registry) retire(p *Process) (forgotten []*Process) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.finished = append(r.finished, p)
-	r.finishedBytes += p.logBytes()
+	// Summed afresh each time, since budget trims shrink finished
+	// processes too; this runs once per process, not per line.
+	finishedBytes := 0
+	for _, q := range r.finished {
+		finishedBytes += q.logBytes()
+	}
 	// Release the lines of the oldest finished processes first, but never
 	// those of p itself: a reader that arrives right after a process ends
 	// should see its output.
-	for i := 0; r.finishedBytes > r.opts.MaxFinishedBytes && i < len(r.finished)-1; i++ {
+	for i := 0; finishedBytes > r.opts.MaxFinishedBytes && i < len(r.finished)-1; i++ {
 		old := r.finished[i]
-		r.finishedBytes -= old.logBytes()
+		finishedBytes -= old.logBytes()
 		old.releaseLogs()
 	}
 	for len(r.finished) > r.opts.MaxFinished {
 		old := r.finished[0]
 		r.finished = r.finished[1:]
-		r.finishedBytes -= old.logBytes()
 		delete(r.procs, old.ID)
 		r.order = slices.DeleteFunc(r.order, func(q *Process) bool { return q == old })
+		forgotten = append(forgotten, old)
 	}
+	return forgotten
 }
 
 // Get returns the process with the given id, or an error wrapping
@@ -198,6 +250,9 @@ func (r *Registry) Kill(ctx context.Context, id string, sig syscall.Signal) erro
 // ends.
 func (r *Registry) Close(ctx context.Context) error {
 	r.mu.Lock()
+	if !r.closed {
+		close(r.quit)
+	}
 	r.closed = true
 	procs := slices.Clone(r.order)
 	r.mu.Unlock()
