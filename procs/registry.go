@@ -26,6 +26,10 @@ var (
 	ErrNotRunning = errors.New("process is not running")
 	// ErrClosed is returned by Start after Close.
 	ErrClosed = errors.New("process registry closed")
+	// ErrTooMany is returned by Start while Options.MaxRunning processes
+	// run; the error text names the limit. It is the server's fault, not
+	// the request's, and passes once a process ends.
+	ErrTooMany = errors.New("too many running background processes")
 )
 
 func notFound(id string) error       { return fmt.Errorf("%w: %s", ErrNotFound, id) }
@@ -48,6 +52,13 @@ type Options struct {
 	// before collecting it, so at their peak the lines cost about 256 MiB,
 	// which leaves most of a 1 GiB sandbox to the commands.
 	MaxTotalBytes int
+	// MaxRunning is how many processes may run at once; past it Start
+	// returns an error wrapping ErrTooMany. Each running process holds
+	// three file descriptors (two pipes and a pidfd) and one OS thread
+	// (blocked waiting for it), and Go ends the agent at 10,000 threads.
+	// If zero, 1,000, or an eighth of the soft limit on open files if that
+	// is lower, leaving room for connections and /run commands.
+	MaxRunning int
 	// MaxFinished is how many finished processes stay listed; past it,
 	// the ones that finished first are forgotten. If zero, 1,000.
 	MaxFinished int
@@ -68,6 +79,9 @@ func (o Options) withDefaults() Options {
 	if o.MaxTotalBytes <= 0 {
 		o.MaxTotalBytes = 128 << 20
 	}
+	if o.MaxRunning <= 0 {
+		o.MaxRunning = defaultMaxRunning()
+	}
 	if o.MaxFinished <= 0 {
 		o.MaxFinished = 1_000
 	}
@@ -75,6 +89,17 @@ func (o Options) withDefaults() Options {
 		o.MaxFinishedBytes = o.MaxTotalBytes / 2
 	}
 	return o
+}
+
+// defaultMaxRunning returns 1,000, or an eighth of the soft limit on open
+// files if that is lower.
+func defaultMaxRunning() int {
+	n := 1_000
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err == nil && lim.Cur/8 < uint64(n) {
+		n = max(int(lim.Cur/8), 1)
+	}
+	return n
 }
 
 // reclaimInterval is the least time between two returns of memory to the
@@ -96,6 +121,7 @@ type Registry struct {
 	procs    map[string]*Process
 	order    []*Process // in start order, for List
 	finished []*Process // in finish order, those still listed
+	running  int        // started and not yet finished
 	closed   bool
 }
 
@@ -132,6 +158,9 @@ func (r *Registry) Start(c executor.Command) (*Process, error) {
 	if r.closed {
 		return nil, ErrClosed
 	}
+	if r.running >= r.opts.MaxRunning {
+		return nil, fmt.Errorf("%w (limit %d)", ErrTooMany, r.opts.MaxRunning)
+	}
 	p := &Process{
 		ID:        uuid.NewString(),
 		Command:   c.Cmd,
@@ -153,6 +182,7 @@ func (r *Registry) Start(c executor.Command) (*Process, error) {
 	p.exec, p.PID = ex, ex.Pid()
 	r.procs[p.ID] = p
 	r.order = append(r.order, p)
+	r.running++
 	r.wg.Add(1)
 	go r.watch(p)
 	return p, nil
@@ -174,6 +204,7 @@ func (r *Registry) watch(p *Process) {
 func (r *Registry) retire(p *Process) (forgotten []*Process) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.running--
 	r.finished = append(r.finished, p)
 	// Summed afresh each time, since budget trims shrink finished
 	// processes too; this runs once per process, not per line.

@@ -325,3 +325,22 @@ func TestProcessLogsWithR3labsClient(t *testing.T) {
 	// The SSE spec carries the last id forward to events without one.
 	assert.Equal(t, `complete 5 {"message":"stream ended"}`, got[5])
 }
+
+// Past MaxRunning, start_process is 503 with a JSON error: the server's
+// limit, not the request's fault, and it passes once a process ends.
+func TestStartProcessTooMany(t *testing.T) {
+	ts, _ := newTestServerWith(t, Config{}, &executor.Runner{DrainDelay: 500 * time.Millisecond}, procs.Options{MaxRunning: 1})
+	code, body := call(t, ts, "POST", "/start_process", map[string]any{"cmd": "sleep 100"})
+	require.Equal(t, http.StatusCreated, code)
+	id := body["id"].(string)
+	code, body = call(t, ts, "POST", "/start_process", map[string]any{"cmd": "true"})
+	assert.Equal(t, http.StatusServiceUnavailable, code)
+	assert.Equal(t, map[string]any{"error": "too many running background processes (limit 1)"}, body)
+
+	code, _ = call(t, ts, "POST", "/kill_process", map[string]any{"id": id})
+	require.Equal(t, http.StatusOK, code)
+	require.Eventually(t, func() bool {
+		code, _ = call(t, ts, "POST", "/start_process", map[string]any{"cmd": "true"})
+		return code == http.StatusCreated
+	}, 5*time.Second, 10*time.Millisecond)
+}

@@ -64,6 +64,8 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		code, msg = http.StatusServiceUnavailable, err.Error()
 	case errors.Is(err, procs.ErrNotFound), errors.Is(err, procs.ErrNotRunning):
 		code, msg, extra = http.StatusBadRequest, err.Error(), map[string]any{"success": false}
+	case errors.Is(err, procs.ErrTooMany):
+		code, msg = http.StatusServiceUnavailable, err.Error()
 	case errors.Is(err, proxy.ErrInvalidPort):
 		code, msg = http.StatusBadRequest, proxy.ErrInvalidPort.Error()
 	}
