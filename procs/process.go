@@ -15,13 +15,17 @@ import (
 // Status is the state of a background process, as the API names it.
 type Status string
 
-// The statuses. A process that died of a signal it was not sent through
+// The statuses. A process is StatusKilled only if it died of a signal sent
+// through Kill, or its shell exited with 128+n for such a signal n (the
+// shell reporting that its child died of it). A process that was sent a
+// signal and then exited by itself (SIGCONT, a trapped SIGTERM) has the
+// status its exit gives it; one that died of a signal nobody sent through
 // Kill is StatusFailed.
 const (
 	StatusRunning   Status = "running"
 	StatusCompleted Status = "completed" // exited with status 0
 	StatusFailed    Status = "failed"    // exited non-zero or died of a signal
-	StatusKilled    Status = "killed"    // ended after Kill
+	StatusKilled    Status = "killed"    // died of a signal sent through Kill
 )
 
 // Process is one background process and its retained output.
@@ -49,7 +53,7 @@ type Process struct {
 	status      Status
 	exitCode    int
 	completedAt time.Time
-	killed      bool // Kill was called while it ran
+	sent        uint64 // bit n-1 is set once signal n was sent while the command ran
 }
 
 // Info is a snapshot of a process for listing.
@@ -130,7 +134,7 @@ func (p *Process) finish(res executor.Result) {
 	p.exitCode = res.Code
 	p.completedAt = time.Now()
 	switch {
-	case p.killed:
+	case p.diedOfSentLocked(res):
 		p.status = StatusKilled
 	case res.Code == 0:
 		p.status = StatusCompleted
@@ -146,24 +150,50 @@ func (p *Process) finish(res executor.Result) {
 	p.budget.add(delta)
 }
 
-// signal sends sig to p's process group and marks p as killed. If p has
-// already ended it returns an error wrapping ErrNotRunning that names the
-// status.
-func (p *Process) signal(sig syscall.Signal) error {
+// diedOfSentLocked reports whether res says the command died of a signal
+// sent through Kill: the shell died of it, or exited with 128+n for it, as
+// a shell does when the child it waits for dies of signal n. p.mu must be
+// held.
+func (p *Process) diedOfSentLocked(res executor.Result) bool {
+	if res.TimedOut {
+		return false
+	}
+	sig := res.Signal
+	if sig == 0 && res.Code > 128 {
+		sig = syscall.Signal(res.Code - 128)
+	}
+	return sig >= 1 && sig <= 64 && p.sent&(1<<(sig-1)) != 0
+}
+
+// signal sends sig to p's process group. If the command was running, it
+// records sig, so that p is StatusKilled if it dies of it. If the command
+// had already exited but left processes in its group, they get sig, p's
+// status stays as it was, and exited is true. If the group is empty, it
+// returns an error wrapping ErrNotRunning that names the status.
+func (p *Process) signal(sig syscall.Signal) (exited bool, err error) {
 	p.mu.Lock()
-	if p.status != StatusRunning {
-		defer p.mu.Unlock()
-		return notRunning(p.status)
+	select {
+	case <-p.exec.Done():
+		exited = true
+	default:
 	}
-	err := p.exec.Signal(sig)
-	p.killed = p.killed || err == nil
+	// Signal after the command finished reaches what it left in its
+	// group, and is ErrFinished only once the group is empty.
+	err = p.exec.Signal(sig)
+	if err == nil && !exited && sig >= 1 && sig <= 64 {
+		p.sent |= 1 << (sig - 1)
+	}
 	p.mu.Unlock()
-	if errors.Is(err, executor.ErrFinished) {
-		// It ended on its own just now; finish is about to run.
-		<-p.done
-		return notRunning(p.Info().Status)
+	switch {
+	case errors.Is(err, executor.ErrFinished):
+		<-p.done // the command has finished; finish is about to run, if it has not
+		return false, notRunning(p.Info().Status)
+	case err != nil:
+		return false, err
+	case exited:
+		<-p.done // so that the status the caller reads next is final
 	}
-	return err
+	return exited, nil
 }
 
 // trimTo evicts p's oldest lines until its footprint is at most limit, for

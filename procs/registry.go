@@ -22,7 +22,8 @@ import (
 var (
 	// ErrNotFound is returned for an id the registry does not know.
 	ErrNotFound = errors.New("process not found")
-	// ErrNotRunning is returned by Kill for a process that has ended.
+	// ErrNotRunning is returned by Kill for a process that has ended and
+	// left nothing running in its group.
 	ErrNotRunning = errors.New("process is not running")
 	// ErrClosed is returned by Start after Close.
 	ErrClosed = errors.New("process registry closed")
@@ -254,18 +255,21 @@ func (r *Registry) List() []Info {
 	return infos
 }
 
-// Kill sends sig to the process group of the process with the given id and
-// marks the process killed. For SIGKILL it waits, until ctx ends, for the
-// process to be gone, so the next List shows it killed. It returns an error
-// wrapping ErrNotFound or ErrNotRunning (naming the status) if the process
-// is unknown or has ended.
-func (r *Registry) Kill(ctx context.Context, id string, sig syscall.Signal) error {
+// Kill sends sig to the process group of the process with the given id.
+// If the process is running, it is StatusKilled if it then dies of sig.
+// For SIGKILL Kill waits, until ctx ends, for the process to be gone, so
+// the next List shows it killed. If the process had already ended but
+// left processes in its group, they get sig, its status stays, and exited
+// is true. It returns an error wrapping ErrNotFound for an unknown id, or
+// ErrNotRunning (naming the status) if the process has ended and its group
+// is empty.
+func (r *Registry) Kill(ctx context.Context, id string, sig syscall.Signal) (exited bool, err error) {
 	p, err := r.Get(id)
 	if err != nil {
-		return err
+		return false, err
 	}
-	if err := p.signal(sig); err != nil {
-		return err
+	if exited, err = p.signal(sig); err != nil || exited {
+		return exited, err
 	}
 	if sig == syscall.SIGKILL {
 		select {
@@ -273,7 +277,7 @@ func (r *Registry) Kill(ctx context.Context, id string, sig syscall.Signal) erro
 		case <-ctx.Done():
 		}
 	}
-	return nil
+	return false, nil
 }
 
 // Close stops Start, kills the process group of every running process and

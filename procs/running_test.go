@@ -23,7 +23,8 @@ func TestMaxRunning(t *testing.T) {
 	assert.Len(t, r.List(), 2, "a refused process is not listed")
 
 	// A finished process frees its place.
-	require.NoError(t, r.Kill(t.Context(), a.ID, syscall.SIGKILL))
+	_, err = r.Kill(t.Context(), a.ID, syscall.SIGKILL)
+	require.NoError(t, err)
 	require.Eventually(t, func() bool {
 		p, err := r.Start(executor.Command{Cmd: "sleep 100"})
 		return err == nil && p != nil

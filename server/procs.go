@@ -89,11 +89,20 @@ func (s *Server) handleProcessKill(w http.ResponseWriter, r *http.Request) error
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), killWait)
 	defer cancel()
-	if err := s.procs.Kill(ctx, req.ID, sig); err != nil {
+	exited, err := s.procs.Kill(ctx, req.ID, sig)
+	if err != nil {
 		return err
 	}
 	msg := "Process killed successfully"
-	if sig != syscall.SIGKILL {
+	switch {
+	case exited:
+		p, err := s.procs.Get(req.ID)
+		if err != nil {
+			return err
+		}
+		msg = "The command had already exited (status: " + string(p.Info().Status) + "); " +
+			procs.SignalName(sig) + " was sent to the processes it left in its group"
+	case sig != syscall.SIGKILL:
 		msg = "Signal " + procs.SignalName(sig) + " sent to the process group"
 	}
 	encode(w, http.StatusOK, map[string]any{"success": true, "message": msg})

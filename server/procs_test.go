@@ -344,3 +344,36 @@ func TestStartProcessTooMany(t *testing.T) {
 		return code == http.StatusCreated
 	}, 5*time.Second, 10*time.Millisecond)
 }
+
+// A command that exited but left processes in its group (`npm start &`)
+// shows completed; kill_process kills what it left and succeeds, and once
+// nothing is left it is refused as before.
+//
+// This needs executor.Process.Signal to reach a finished command's group
+// (branch h8-exec); without it the first kill_process is 400.
+func TestKillProcessLeftovers(t *testing.T) {
+	ts, s := newTestServer(t)
+	id := startProcess(t, ts, s, "sleep 100 & echo $!")
+	_, next := stream(t, ts, "GET", "/process_logs_streaming?id="+id, nil)
+	ev, err := next()
+	require.NoError(t, err)
+	grandchild, err := strconv.Atoi(ev.Data["data"].(string))
+	require.NoError(t, err)
+	// The sleep holds the pipes: the command ends after the drain delay.
+	require.Equal(t, procs.StatusCompleted, waitStatus(t, s, id).Status)
+	require.True(t, testutil.Alive(grandchild))
+
+	code, body := call(t, ts, "POST", "/kill_process", map[string]any{"id": id})
+	assert.Equal(t, http.StatusOK, code)
+	assert.Equal(t, map[string]any{"success": true,
+		"message": "The command had already exited (status: completed); SIGKILL was sent to the processes it left in its group"}, body)
+	require.Eventually(t, func() bool { return !testutil.Alive(grandchild) }, 5*time.Second, 10*time.Millisecond)
+	assert.Equal(t, procs.StatusCompleted, statusOf(t, s, id), "the status stays")
+
+	require.Eventually(t, func() bool {
+		code, body = call(t, ts, "POST", "/kill_process", map[string]any{"id": id})
+		return code != http.StatusOK
+	}, 5*time.Second, 10*time.Millisecond)
+	assert.Equal(t, http.StatusBadRequest, code)
+	assert.Equal(t, map[string]any{"success": false, "error": "process is not running (status: completed)"}, body)
+}
