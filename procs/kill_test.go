@@ -2,6 +2,7 @@ package procs
 
 import (
 	"context"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -129,4 +130,31 @@ func TestKillLeftoversOfFinishedProcess(t *testing.T) {
 	}, 5*time.Second, 10*time.Millisecond, "refused once the group is empty")
 	assert.ErrorIs(t, err, ErrNotRunning)
 	assert.EqualError(t, err, "process is not running (status: completed)")
+}
+
+// Last-Event-ID 18446744073709551615 is at the end, not a wrap-around to 0
+// that replays every line.
+func TestResumeAfterLargestSeq(t *testing.T) {
+	r := newTestRegistry(t, Options{})
+	p, err := r.Start(executor.Command{Cmd: "seq 1 10"})
+	require.NoError(t, err)
+	waitDone(t, p)
+	s := p.Subscribe(math.MaxUint64)
+	defer s.Close()
+	lines, missed, ended := s.Read(make([]Line, 0, 100))
+	assert.Empty(t, lines)
+	assert.Zero(t, missed)
+	assert.True(t, ended)
+	lines, missed = readAll(t, s, true)
+	assert.Empty(t, lines)
+	assert.Zero(t, missed)
+
+	// Following a running process, such a reader waits for its end.
+	p, err = r.Start(executor.Command{Cmd: "seq 1 10; sleep 0.1"})
+	require.NoError(t, err)
+	s2 := p.Subscribe(math.MaxUint64)
+	defer s2.Close()
+	lines, missed = readAll(t, s2, true)
+	assert.Empty(t, lines)
+	assert.Zero(t, missed)
 }

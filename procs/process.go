@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"math"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -237,7 +238,14 @@ type Subscription struct {
 // Subscribe returns a Subscription that starts after line Seq after; 0
 // means from the oldest line retained. The caller must Close it.
 func (p *Process) Subscribe(after uint64) *Subscription {
-	s := &Subscription{p: p, next: after + 1, wake: make(chan struct{}, 1)}
+	// The largest Seq saturates rather than wrapping to 0, which would
+	// replay every line: no process prints that many, so such a reader
+	// is at the end.
+	next := after + 1
+	if after == math.MaxUint64 {
+		next = after
+	}
+	s := &Subscription{p: p, next: next, wake: make(chan struct{}, 1)}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.subs[s] = struct{}{}

@@ -377,3 +377,39 @@ func TestKillProcessLeftovers(t *testing.T) {
 	assert.Equal(t, http.StatusBadRequest, code)
 	assert.Equal(t, map[string]any{"success": false, "error": "process is not running (status: completed)"}, body)
 }
+
+// Last-Event-ID 18446744073709551615 is past the last line: the stream
+// sends complete only, instead of wrapping around and replaying every
+// line. One more does not parse.
+func TestProcessLogsLastEventIDOverflow(t *testing.T) {
+	ts, s := newTestServer(t)
+	id := startProcess(t, ts, s, "seq 1 10")
+	waitStatus(t, s, id)
+	for _, via := range []string{"header", "query"} {
+		path := "/process_logs_streaming?id=" + id
+		req, err := http.NewRequest("GET", ts.URL+path, nil)
+		require.NoError(t, err)
+		if via == "header" {
+			req.Header.Set("Last-Event-ID", "18446744073709551615")
+		} else {
+			req.URL.RawQuery += "&last_event_id=18446744073709551615"
+		}
+		req.Header.Set("Authorization", "Bearer "+testSecret)
+		resp, err := ts.Client().Do(req)
+		require.NoError(t, err)
+		r := sse.NewReader(resp.Body)
+		var got []string
+		for {
+			ev, err := r.Next()
+			if err != nil {
+				break
+			}
+			got = append(got, string(ev.Name))
+		}
+		resp.Body.Close()
+		assert.Equal(t, []string{"complete"}, got, via)
+	}
+	code, body := call(t, ts, "GET", "/process_logs_streaming?last_event_id=18446744073709551616&id="+id, nil)
+	assert.Equal(t, http.StatusBadRequest, code)
+	assert.Equal(t, "Last-Event-ID must be a line number", body["error"])
+}
