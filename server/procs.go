@@ -70,8 +70,16 @@ func formatTime(t time.Time) string {
 }
 
 // handleProcessKill serves POST /kill_process. The signal, SIGKILL unless
-// the request names another, goes to the process's whole group.
+// the request names another, goes to the process's whole group. Every
+// error reply carries "success": false, as the documented ones do.
 func (s *Server) handleProcessKill(w http.ResponseWriter, r *http.Request) error {
+	if err := s.killProcess(w, r); err != nil {
+		return withFields(err, map[string]any{"success": false})
+	}
+	return nil
+}
+
+func (s *Server) killProcess(w http.ResponseWriter, r *http.Request) error {
 	type request struct {
 		ID     string         `json:"id"`
 		Signal stringOrNumber `json:"signal"` // a name or a number
@@ -81,11 +89,11 @@ func (s *Server) handleProcessKill(w http.ResponseWriter, r *http.Request) error
 		return err
 	}
 	if req.ID == "" {
-		return &httpError{code: http.StatusBadRequest, msg: "id is required", extra: map[string]any{"success": false}}
+		return errorf(http.StatusBadRequest, "id is required")
 	}
 	sig, err := procs.ParseSignal(string(req.Signal))
 	if err != nil {
-		return &httpError{code: http.StatusBadRequest, msg: err.Error(), extra: map[string]any{"success": false}}
+		return errorf(http.StatusBadRequest, "%s", err.Error())
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), killWait)
 	defer cancel()

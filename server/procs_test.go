@@ -7,6 +7,7 @@ import (
 	"os"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -412,4 +413,35 @@ func TestProcessLogsLastEventIDOverflow(t *testing.T) {
 	code, body := call(t, ts, "GET", "/process_logs_streaming?last_event_id=18446744073709551616&id="+id, nil)
 	assert.Equal(t, http.StatusBadRequest, code)
 	assert.Equal(t, "Last-Event-ID must be a line number", body["error"])
+}
+
+// Every error reply of kill_process carries "success": false, not only
+// the documented ones.
+func TestKillProcessErrorsCarrySuccessFalse(t *testing.T) {
+	ts, s := newTestServerWith(t, Config{MaxBody: 100}, &executor.Runner{}, procs.Options{})
+	done := startProcess(t, ts, s, "true")
+	waitStatus(t, s, done)
+	tests := []struct {
+		name string
+		body any
+		code int
+		err  string
+	}{
+		{"malformed", `{"id": `, http.StatusBadRequest, "invalid request: unexpected EOF"},
+		{"not an object", `[1]`, http.StatusBadRequest, "invalid request: body must be a JSON object"},
+		{"wrong type", `{"id": 5}`, http.StatusBadRequest, `invalid request: field "id" must be a string`},
+		{"signal of a wrong type", `{"id": "x", "signal": true}`, http.StatusBadRequest, `invalid request: field "signal" must be a string or a number`},
+		{"no id", `{}`, http.StatusBadRequest, "id is required"},
+		{"unknown signal", map[string]any{"id": done, "signal": "SIGNOPE"}, http.StatusBadRequest, "unknown signal: SIGNOPE"},
+		{"too large", `{"id": "` + strings.Repeat("x", 200) + `"}`, http.StatusRequestEntityTooLarge, "request body too large (limit 100 bytes)"},
+		{"unknown id", map[string]any{"id": "nope"}, http.StatusBadRequest, "process not found: nope"},
+		{"finished", map[string]any{"id": done}, http.StatusBadRequest, "process is not running (status: completed)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, body := call(t, ts, "POST", "/kill_process", tt.body)
+			assert.Equal(t, tt.code, code)
+			assert.Equal(t, map[string]any{"success": false, "error": tt.err}, body)
+		})
+	}
 }

@@ -36,6 +36,18 @@ func errorf(code int, format string, args ...any) error {
 	return &httpError{code: code, msg: fmt.Sprintf(format, args...)}
 }
 
+// fieldsError adds fields to the error body of whatever reply its error
+// gets, for an endpoint all of whose error replies carry them
+// (kill_process's success:false).
+type fieldsError struct {
+	error
+	fields map[string]any
+}
+
+func (e *fieldsError) Unwrap() error { return e.error }
+
+func withFields(err error, fields map[string]any) error { return &fieldsError{err, fields} }
+
 func (s *Server) wrap(h apiFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if err := h(w, r); err != nil {
@@ -83,6 +95,12 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	body := map[string]any{"error": msg}
 	for k, v := range extra {
 		body[k] = v
+	}
+	var fe *fieldsError
+	if errors.As(err, &fe) {
+		for k, v := range fe.fields {
+			body[k] = v
+		}
 	}
 	encode(w, code, body)
 }
