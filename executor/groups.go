@@ -118,7 +118,7 @@ func groupAlive(pgid int) bool {
 	if err := syscall.Kill(pgid, 0); !errors.Is(err, syscall.ESRCH) {
 		return false
 	}
-	return syscall.Kill(-pgid, 0) == nil
+	return hasLiveMembers(pgid)
 }
 
 // signalLeftGroup sends sig to process group pgid, whose leader (a shell
@@ -127,10 +127,14 @@ func groupAlive(pgid int) bool {
 // group has members; once it is empty, a new process may get the number
 // as its pid, and then lead a group of that number. So the group is only
 // signalled while no process has the pid pgid: ours was reaped, and any
-// other would be someone else's. Zombies count as members until reaped.
+// other would be someone else's. A group left with only zombies has no
+// members in this sense (see hasLiveMembers).
 func signalLeftGroup(pgid int, sig syscall.Signal) (bool, error) {
 	if err := syscall.Kill(pgid, 0); !errors.Is(err, syscall.ESRCH) {
 		return false, nil // the number is someone else's now
+	}
+	if !hasLiveMembers(pgid) {
+		return false, nil
 	}
 	err := syscall.Kill(-pgid, sig)
 	if errors.Is(err, syscall.ESRCH) {

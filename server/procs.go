@@ -27,8 +27,7 @@ func (s *Server) handleProcessStart(w http.ResponseWriter, r *http.Request) erro
 	}
 	p, err := s.procs.Start(c)
 	if err != nil {
-		if errors.Is(err, executor.ErrInvalidDir) || errors.Is(err, executor.ErrInvalidCommand) ||
-			errors.Is(err, procs.ErrTooMany) {
+		if isClientStartError(err) || errors.Is(err, procs.ErrTooMany) {
 			return err
 		}
 		s.log.Error().Err(err).Msg("start_process failed")

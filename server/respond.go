@@ -72,12 +72,10 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		code, msg = http.StatusRequestEntityTooLarge, fmt.Sprintf("request body too large (limit %d bytes)", tooLarge.Limit)
 	case errors.Is(err, executor.ErrInvalidDir), errors.Is(err, executor.ErrInvalidCommand):
 		code, msg = http.StatusBadRequest, err.Error()
-	case errors.Is(err, executor.ErrBusy):
+	case errors.Is(err, executor.ErrBusy), errors.Is(err, procs.ErrTooMany):
 		code, msg = http.StatusServiceUnavailable, err.Error()
 	case errors.Is(err, procs.ErrNotFound), errors.Is(err, procs.ErrNotRunning):
 		code, msg, extra = http.StatusBadRequest, err.Error(), map[string]any{"success": false}
-	case errors.Is(err, procs.ErrTooMany):
-		code, msg = http.StatusServiceUnavailable, err.Error()
 	case errors.Is(err, proxy.ErrInvalidPort):
 		code, msg = http.StatusBadRequest, proxy.ErrInvalidPort.Error()
 	}
