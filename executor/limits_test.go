@@ -6,8 +6,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -264,4 +266,43 @@ func TestGroupsArePruned(t *testing.T) {
 		r.pruneLocked()
 		return len(r.groups) == 0
 	}, 10*time.Second, 50*time.Millisecond)
+}
+
+// Commands that print nothing hold no pipe-reader buffers while they run.
+// Before the readers took a buffer only once the pipe had something, 100
+// of them held two buffers of maxLine+readSize (96 KiB) each: the heap
+// grew by 20.9 MB under -race (7.4 MB after), beyond the bound of one
+// such buffer per command.
+func TestIdleCommandsHoldNoReadBuffers(t *testing.T) {
+	const n = 100
+	r := &Runner{DrainDelay: 100 * time.Millisecond}
+	heap := func() uint64 {
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return ms.HeapInuse
+	}
+	before := heap()
+	ps := make([]*Process, 0, n)
+	t.Cleanup(func() {
+		for _, p := range ps {
+			_ = p.Signal(syscall.SIGKILL)
+			p.Wait()
+		}
+	})
+	var lines atomic.Int64
+	for range n {
+		p, err := r.Start(t.Context(), Command{Cmd: "echo started; exec sleep 30"},
+			func(_ Stream, _ time.Time, l [][]byte) { lines.Add(int64(len(l))) })
+		require.NoError(t, err)
+		ps = append(ps, p)
+	}
+	// Once each has printed its line, its readers wait on empty pipes.
+	require.Eventually(t, func() bool { return lines.Load() == n }, 10*time.Second, 10*time.Millisecond)
+	var grown int64
+	assert.Eventually(t, func() bool {
+		grown = int64(heap()) - int64(before)
+		return grown < int64(n*(r.maxLine()+readSize))
+	}, 5*time.Second, 50*time.Millisecond, "heap grew by more than a buffer for each of %d idle commands", n)
+	t.Logf("heap grew by %d bytes for %d idle commands", grown, n)
 }

@@ -2,9 +2,11 @@ package executor
 
 import (
 	"errors"
+	"io"
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -80,14 +82,20 @@ func (pr *pipeReader) exited(at time.Time) {
 // which closes f after run has sent on done.
 func (pr *pipeReader) run(done chan<- struct{}) {
 	defer func() { done <- struct{}{} }()
-	buf := pr.bufs.get()
-	defer pr.bufs.put(buf) // consume's contract: nothing keeps a slice of buf
-	end := 0               // buf[:end] holds bytes that consume has not used yet
-	var read int64         // bytes read from f so far
+	var buf []byte // nil while nothing is pending: see read
+	defer func() {
+		if buf != nil {
+			pr.bufs.put(buf) // consume's contract: nothing keeps a slice of buf
+		}
+	}()
+	end := 0       // buf[:end] holds bytes that consume has not used yet
+	var read int64 // bytes read from f so far
 	var d drainClock
 	writing := false // the last read returned bytes written after the exit
-	for !pr.drained(&d, read, writing) {
-		n, err := pr.f.Read(buf[end:])
+	sc, err := pr.f.SyscallConn()
+	for err == nil && !pr.drained(&d, read, writing) {
+		var n int
+		n, err = pr.read(sc, &buf, end)
 		writing = false
 		if n > 0 {
 			before := read
@@ -96,6 +104,10 @@ func (pr *pipeReader) run(done chan<- struct{}) {
 			start := time.Now()
 			used := pr.consume(buf[:end], start, false)
 			end = copy(buf, buf[used:end])
+			if end == 0 {
+				pr.bufs.put(buf)
+				buf = nil
+			}
 			if pr.sawExit(&d, read) && before < d.backlog {
 				// Only the part of the call after the exit was on the clock.
 				from := start
@@ -106,14 +118,56 @@ func (pr *pipeReader) run(done chan<- struct{}) {
 			}
 			writing = !d.exit.IsZero() && read > d.backlog
 		}
-		// A deadline is how the reader wakes to look at its drain clock.
-		if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
-			break // EOF, or a read error, after which nothing more can come
+		// A deadline is how the reader wakes to look at its drain clock;
+		// anything else (EOF, a read error) means nothing more can come.
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			err = nil
 		}
 	}
 	if end > 0 {
 		pr.consume(buf[:end], time.Now(), true)
 	}
+}
+
+// read reads from the pipe into buf[end:] and returns how many bytes it
+// read, or io.EOF at the end. It takes a buffer from the pool only when
+// the pipe has something to read, into *buf if that is nil, and gives it
+// back if the pipe turns out empty and nothing is pending (end is 0): a
+// command that prints nothing, or whole lines now and then, holds no
+// buffer while its reader waits. (Running commands are capped by the
+// thousand; two buffers of maxLine+readSize each would otherwise stay
+// with every one of them for its whole life.)
+func (pr *pipeReader) read(sc syscall.RawConn, buf *[]byte, end int) (int, error) {
+	var n int
+	var rerr error
+	err := sc.Read(func(fd uintptr) bool {
+		if *buf == nil {
+			*buf = pr.bufs.get()
+		}
+		for {
+			n, rerr = unix.Read(int(fd), (*buf)[end:])
+			if rerr != unix.EINTR {
+				break
+			}
+		}
+		if rerr == unix.EAGAIN {
+			if end == 0 {
+				pr.bufs.put(*buf)
+				*buf = nil
+			}
+			return false // wait until the pipe is readable, then call again
+		}
+		return true
+	})
+	switch {
+	case err != nil: // the read deadline, or f closed
+		return 0, err
+	case rerr != nil:
+		return 0, rerr
+	case n == 0:
+		return 0, io.EOF
+	}
+	return n, nil
 }
 
 // sawExit reports whether the shell has exited; the first time it has, it
