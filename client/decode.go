@@ -1,0 +1,413 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// eventData holds the fields of one event's data, a flat JSON object such
+// as {"stream":"stdout","data":"42"}, {"timestamp":"…","stream":"stdout",
+// "data":"42"}, {"missed":3,"message":"…"}, {"code":0,"error":false} or
+// {"error":"…"}. decode fills it by hand, without reflection or an
+// allocation per event: the streams carry millions of events a second,
+// and encoding/json would cost more than the agent does to send them.
+// (cmd/sandbox-bench's decoder is the same idea; this one also skips
+// values of any type under keys it does not know, so that a field added
+// to an event later does not break older clients.)
+//
+// Its slices point into the decoded data or into scratch and are valid
+// until the next decode.
+type eventData struct {
+	stream, data, timestamp, message []byte // nil if absent
+	errText                          []byte // "error" when it is a string (an error event)
+	missed, code                     int64  // 0 if absent
+	truncated                        bool
+	scratch                          []byte // strings that held escapes are unescaped here
+}
+
+// plainBytes has a 1 at the index of every byte that a JSON string may
+// hold unescaped: not a quote, a backslash or a control character.
+const plainBytes = "" +
+	"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00" +
+	"\x01\x01\x00\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01" +
+	"\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x00\x01\x01\x01" +
+	"\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01" +
+	"\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01" +
+	"\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01" +
+	"\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01" +
+	"\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01"
+
+// maxDepth bounds the nesting of a skipped value.
+const maxDepth = 64
+
+var errNotObject = errors.New("json: not an object")
+
+// decode parses b, which must be exactly one JSON object. The keys it
+// knows must hold the type the agent sends; other keys may hold any JSON
+// value and are skipped. Strings may hold any escape JSON allows; \u
+// escapes that are not valid UTF-16 become U+FFFD, as with encoding/json.
+func (f *eventData) decode(b []byte) error {
+	*f = eventData{scratch: f.scratch[:0]}
+	i := skipSpace(b, 0)
+	if i >= len(b) || b[i] != '{' {
+		return errNotObject
+	}
+	i = skipSpace(b, i+1)
+	if i < len(b) && b[i] == '}' {
+		return checkEnd(b, i+1)
+	}
+	for {
+		if i >= len(b) || b[i] != '"' {
+			return syntaxError(b, i, "a key")
+		}
+		key, j, err := f.str(b, i)
+		if err != nil {
+			return err
+		}
+		i = skipSpace(b, j)
+		if i >= len(b) || b[i] != ':' {
+			return syntaxError(b, i, "':'")
+		}
+		if i, err = f.value(b, skipSpace(b, i+1), key); err != nil {
+			return err
+		}
+		i = skipSpace(b, i)
+		switch {
+		case i < len(b) && b[i] == ',':
+			i = skipSpace(b, i+1)
+		case i < len(b) && b[i] == '}':
+			return checkEnd(b, i+1)
+		default:
+			return syntaxError(b, i, "',' or '}'")
+		}
+	}
+}
+
+// value parses the value at b[i:], stores it if key is one f knows, and
+// returns the offset just after it.
+func (f *eventData) value(b []byte, i int, key []byte) (int, error) {
+	if i >= len(b) {
+		return i, syntaxError(b, i, "a value")
+	}
+	switch string(key) {
+	case "stream", "data", "timestamp", "message":
+		s, j, err := f.str(b, i)
+		if err != nil {
+			return j, err
+		}
+		switch string(key) {
+		case "stream":
+			f.stream = s
+		case "data":
+			f.data = s
+		case "timestamp":
+			f.timestamp = s
+		case "message":
+			f.message = s
+		}
+		return j, nil
+	case "missed", "code":
+		n, j, err := parseInt(b, i)
+		if key[0] == 'm' {
+			f.missed = n
+		} else {
+			f.code = n
+		}
+		return j, err
+	case "error":
+		if b[i] == '"' { // an error event; in complete it is a boolean
+			s, j, err := f.str(b, i)
+			f.errText = s
+			return j, err
+		}
+	case "truncated":
+		if j, ok := literal(b, i, "true"); ok {
+			f.truncated = true
+			return j, nil
+		}
+	}
+	return skipValue(b, i, 0)
+}
+
+// str parses the string whose opening quote is at b[i]. A string without
+// escapes is returned as a slice of b; one with escapes is unescaped into
+// f.scratch. It returns the offset just after the closing quote.
+func (f *eventData) str(b []byte, i int) ([]byte, int, error) {
+	if i >= len(b) || b[i] != '"' {
+		return nil, i, syntaxError(b, i, "a string")
+	}
+	j := i + 1
+	for j < len(b) && plainBytes[b[j]] != 0 {
+		j++
+	}
+	if j < len(b) && b[j] == '"' {
+		return b[i+1 : j], j + 1, nil
+	}
+	start := len(f.scratch)
+	f.scratch = append(f.scratch, b[i+1:j]...)
+	for j < len(b) {
+		c := b[j]
+		switch {
+		case c == '"':
+			end := len(f.scratch)
+			return f.scratch[start:end:end], j + 1, nil
+		case c < 0x20:
+			return nil, j, syntaxError(b, j, "no control character in a string")
+		case c != '\\':
+			f.scratch = append(f.scratch, c)
+			j++
+			continue
+		}
+		if j+1 >= len(b) {
+			break
+		}
+		j += 2
+		switch e := b[j-1]; e {
+		case '"', '\\', '/':
+			f.scratch = append(f.scratch, e)
+		case 'b':
+			f.scratch = append(f.scratch, '\b')
+		case 'f':
+			f.scratch = append(f.scratch, '\f')
+		case 'n':
+			f.scratch = append(f.scratch, '\n')
+		case 'r':
+			f.scratch = append(f.scratch, '\r')
+		case 't':
+			f.scratch = append(f.scratch, '\t')
+		case 'u':
+			r, n, err := unicodeEscape(b, j)
+			if err != nil {
+				return nil, j, err
+			}
+			f.scratch = utf8.AppendRune(f.scratch, r)
+			j = n
+		default:
+			return nil, j - 1, syntaxError(b, j-1, "a valid escape")
+		}
+	}
+	return nil, j, syntaxError(b, j, "a closing quote")
+}
+
+// skipValue checks the JSON value at b[i:], of any type, and returns the
+// offset just after it.
+func skipValue(b []byte, i, depth int) (int, error) {
+	if depth > maxDepth {
+		return i, syntaxError(b, i, "less nesting")
+	}
+	if i >= len(b) {
+		return i, syntaxError(b, i, "a value")
+	}
+	switch c := b[i]; {
+	case c == '"':
+		var scratch eventData // escapes are checked, and the result dropped
+		_, j, err := scratch.str(b, i)
+		return j, err
+	case c == '-' || (c >= '0' && c <= '9'):
+		return skipNumber(b, i)
+	case c == '{' || c == '[':
+		return skipContainer(b, i, depth)
+	}
+	for _, lit := range [...]string{"true", "false", "null"} {
+		if j, ok := literal(b, i, lit); ok {
+			return j, nil
+		}
+	}
+	return i, syntaxError(b, i, "a value")
+}
+
+// skipContainer checks the object or array that opens at b[i].
+func skipContainer(b []byte, i, depth int) (int, error) {
+	isObject := b[i] == '{'
+	end := byte(']')
+	if isObject {
+		end = '}'
+	}
+	i = skipSpace(b, i+1)
+	if i < len(b) && b[i] == end {
+		return i + 1, nil
+	}
+	var err error
+	for {
+		if isObject {
+			var scratch eventData
+			if i >= len(b) || b[i] != '"' {
+				return i, syntaxError(b, i, "a key")
+			}
+			if _, i, err = scratch.str(b, i); err != nil {
+				return i, err
+			}
+			if i = skipSpace(b, i); i >= len(b) || b[i] != ':' {
+				return i, syntaxError(b, i, "':'")
+			}
+			i = skipSpace(b, i+1)
+		}
+		if i, err = skipValue(b, i, depth+1); err != nil {
+			return i, err
+		}
+		i = skipSpace(b, i)
+		switch {
+		case i < len(b) && b[i] == ',':
+			i = skipSpace(b, i+1)
+		case i < len(b) && b[i] == end:
+			return i + 1, nil
+		default:
+			return i, syntaxError(b, i, "',' or the end of a container")
+		}
+	}
+}
+
+// skipNumber checks the JSON number at b[i:], fraction and exponent
+// allowed.
+func skipNumber(b []byte, i int) (int, error) {
+	start := i
+	if b[i] == '-' {
+		i++
+	}
+	digits := func() int {
+		n := 0
+		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+			i++
+			n++
+		}
+		return n
+	}
+	intStart := i
+	if n := digits(); n == 0 || (n > 1 && b[intStart] == '0') {
+		return i, syntaxError(b, start, "a number")
+	}
+	if i < len(b) && b[i] == '.' {
+		i++
+		if digits() == 0 {
+			return i, syntaxError(b, start, "a number")
+		}
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		if digits() == 0 {
+			return i, syntaxError(b, start, "a number")
+		}
+	}
+	return i, nil
+}
+
+// literal reports whether b[i:] starts with lit, and the offset after it.
+func literal(b []byte, i int, lit string) (int, bool) {
+	if len(b)-i >= len(lit) && string(b[i:i+len(lit)]) == lit {
+		return i + len(lit), true
+	}
+	return i, false
+}
+
+// unicodeEscape decodes the four hex digits at b[i:] (after "\u") and, for
+// a high surrogate followed by "\u" and a low one, the pair. It returns the
+// rune and the offset after what it used.
+func unicodeEscape(b []byte, i int) (rune, int, error) {
+	r, ok := hex4(b, i)
+	if !ok {
+		return 0, i, syntaxError(b, i, "four hex digits")
+	}
+	i += 4
+	if !utf16.IsSurrogate(r) {
+		return r, i, nil
+	}
+	if len(b)-i >= 6 && b[i] == '\\' && b[i+1] == 'u' {
+		if r2, ok := hex4(b, i+2); ok {
+			if dec := utf16.DecodeRune(r, r2); dec != utf8.RuneError {
+				return dec, i + 6, nil
+			}
+		}
+	}
+	return utf8.RuneError, i, nil
+}
+
+func hex4(b []byte, i int) (rune, bool) {
+	if len(b)-i < 4 {
+		return 0, false
+	}
+	var r rune
+	for _, c := range b[i : i+4] {
+		switch {
+		case c >= '0' && c <= '9':
+			c -= '0'
+		case c >= 'a' && c <= 'f':
+			c -= 'a' - 10
+		case c >= 'A' && c <= 'F':
+			c -= 'A' - 10
+		default:
+			return 0, false
+		}
+		r = r<<4 | rune(c)
+	}
+	return r, true
+}
+
+// parseInt parses the JSON integer at b[i:]. Fractions and exponents are
+// refused: the agent's counts and codes are integers.
+func parseInt(b []byte, i int) (int64, int, error) {
+	neg := i < len(b) && b[i] == '-'
+	if neg {
+		i++
+	}
+	start := i
+	var n int64
+	for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+		if n > (1<<63-1)/10 {
+			return 0, i, syntaxError(b, i, "an integer that fits in 64 bits")
+		}
+		n = n*10 + int64(b[i]-'0')
+		i++
+	}
+	if i == start || (b[start] == '0' && i-start > 1) {
+		return 0, i, syntaxError(b, start, "an integer")
+	}
+	if i < len(b) && (b[i] == '.' || b[i] == 'e' || b[i] == 'E') {
+		return 0, i, syntaxError(b, i, "an integer")
+	}
+	if neg {
+		n = -n
+	}
+	return n, i, nil
+}
+
+// parseUint parses a decimal such as an event's id "42"; it reports false
+// for anything else.
+func parseUint(b []byte) (uint64, bool) {
+	if len(b) == 0 || len(b) > 19 {
+		return 0, false
+	}
+	var n uint64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + uint64(c-'0')
+	}
+	return n, true
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && b[i] <= ' ' && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+func checkEnd(b []byte, i int) error {
+	if i = skipSpace(b, i); i != len(b) {
+		return syntaxError(b, i, "the end")
+	}
+	return nil
+}
+
+func syntaxError(b []byte, i int, want string) error {
+	if i >= len(b) {
+		return fmt.Errorf("json: unexpected end, want %s", want)
+	}
+	return fmt.Errorf("json: offset %d: unexpected %q, want %s", i, b[i], want)
+}
