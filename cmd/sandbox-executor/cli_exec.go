@@ -1,0 +1,112 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sandbox-executor/sandbox-executor/client"
+)
+
+const execDoc = `Runs CMD on the agent with sh -c, prints its stdout and stderr here as it
+runs (each to its own), and exits with its exit code: 124 if -timeout
+stopped it, 128+n if signal n ended it, 125 if it could not be run (no
+agent, a refused token, a lost connection), 130 after Ctrl-C, which also
+kills it. Several words are joined with spaces, as ssh does, so quote
+what the remote shell must see whole: exec -- 'cd /app && make'. Standard
+input is not sent. Lines come as the agent reads them: a line longer than
+32 KiB arrives in pieces, each printed on a line of its own.
+`
+
+// exec runs "sandbox-executor exec": a command on the agent through
+// /run_streaming, its output printed live.
+func (c *cli) exec(ctx context.Context, args []string) error {
+	fs := c.flagSet("exec", "[flags] [--] CMD [ARG...]", execDoc)
+	cf := addConnFlags(fs)
+	session := fs.String("session", "", "run CMD in this `session` of the agent, where cd and export last between commands (the agent must support sessions; one that does not runs CMD on its own)")
+	cwd := fs.String("cwd", "", "the command's working `directory` on the agent (default: the agent's own)")
+	env := envFlag{}
+	fs.Var(env, "env", "set `NAME=VALUE` in the command's environment; repeat for more")
+	timeout := fs.String("timeout", "", "kill the command's process group after this `duration` (30s, 5m, or a number of seconds)")
+	words, err := parse(fs, args, false)
+	if err != nil {
+		return err
+	}
+	if len(words) == 0 {
+		return c.usageError(fs, "no command given")
+	}
+	cmd := client.Command{Cmd: strings.Join(words, " "), Cwd: *cwd, Env: env, Session: *session}
+	if *timeout != "" {
+		if cmd.Timeout, err = parseTimeout(*timeout); err != nil {
+			return c.usageError(fs, "invalid -timeout %q: want a positive duration such as 30s or 5m, or a number of seconds", *timeout)
+		}
+	}
+
+	out := newLineOut(c.stdout, c.stderr)
+	defer out.flush()
+	cl, err := c.connect(cf, func() { out.flush() })
+	if err != nil {
+		return err
+	}
+	defer cl.CloseIdleConnections()
+	for ev, err := range cl.RunStream(ctx, cmd) {
+		if err != nil {
+			out.flush()
+			return err
+		}
+		if ev.Type == client.EventOutput {
+			if out.line(ev.Stream, nil, ev.Data) != nil {
+				return out.err // stdout was closed: the command is of no more use
+			}
+			continue
+		}
+		// complete
+		if ev.Message != "" {
+			out.note("%s", ev.Message)
+		}
+		if ev.Truncated {
+			out.note("the agent dropped part of the output")
+		}
+		if err := out.flush(); err != nil {
+			return err
+		}
+		if ev.Code != 0 {
+			return exitCodeError{ev.Code}
+		}
+		return nil
+	}
+	return nil // not reached: the sequence ends with complete or an error
+}
+
+// parseTimeout reads a positive duration, written as Go writes one (30s,
+// 1m30s) or as a number of seconds.
+func parseTimeout(s string) (time.Duration, error) {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		secs, ferr := strconv.ParseFloat(s, 64)
+		if ferr != nil {
+			return 0, err
+		}
+		d = time.Duration(secs * float64(time.Second))
+	}
+	if d <= 0 {
+		return 0, fmt.Errorf("not positive: %s", s)
+	}
+	return d, nil
+}
+
+// envFlag collects repeated -env NAME=VALUE flags.
+type envFlag map[string]string
+
+func (e envFlag) String() string { return "" }
+
+func (e envFlag) Set(kv string) error {
+	name, value, ok := strings.Cut(kv, "=")
+	if !ok || name == "" {
+		return fmt.Errorf("want NAME=VALUE, got %q", kv)
+	}
+	e[name] = value
+	return nil
+}
