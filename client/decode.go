@@ -49,7 +49,8 @@ var errNotObject = errors.New("json: not an object")
 // value and are skipped. Strings may hold any escape JSON allows; \u
 // escapes that are not valid UTF-16 become U+FFFD, as with encoding/json.
 func (f *eventData) decode(b []byte) error {
-	*f = eventData{scratch: f.scratch[:0]}
+	f.stream, f.data, f.timestamp, f.message, f.errText = nil, nil, nil, nil, nil
+	f.missed, f.code, f.truncated, f.scratch = 0, 0, false, f.scratch[:0]
 	i := skipSpace(b, 0)
 	if i >= len(b) || b[i] != '{' {
 		return errNotObject
@@ -62,16 +63,39 @@ func (f *eventData) decode(b []byte) error {
 		if i >= len(b) || b[i] != '"' {
 			return syntaxError(b, i, "a key")
 		}
-		key, j, err := f.str(b, i)
-		if err != nil {
-			return err
+		// The fast path of str, inlined: a key without escapes.
+		var key []byte
+		j := i + 1
+		for j < len(b) && plainBytes[b[j]] != 0 {
+			j++
 		}
-		i = skipSpace(b, j)
+		if j < len(b) && b[j] == '"' {
+			key, i = b[i+1:j], j+1
+		} else {
+			var err error
+			if key, i, err = f.str(b, i); err != nil {
+				return err
+			}
+		}
+		i = skipSpace(b, i)
 		if i >= len(b) || b[i] != ':' {
 			return syntaxError(b, i, "':'")
 		}
-		if i, err = f.value(b, skipSpace(b, i+1), key); err != nil {
-			return err
+		i = skipSpace(b, i+1)
+		// The fast path of value for a string without escapes.
+		j = i + 1
+		if i < len(b) && b[i] == '"' {
+			for j < len(b) && plainBytes[b[j]] != 0 {
+				j++
+			}
+		}
+		if i < len(b) && b[i] == '"' && j < len(b) && b[j] == '"' && f.setString(key, b[i+1:j]) {
+			i = j + 1
+		} else {
+			var err error
+			if i, err = f.value(b, i, key); err != nil {
+				return err
+			}
 		}
 		i = skipSpace(b, i)
 		switch {
@@ -85,6 +109,27 @@ func (f *eventData) decode(b []byte) error {
 	}
 }
 
+// setString stores string value s under key, if key is one whose value
+// may be a string, and reports whether it may; an unknown key's string is
+// skipped.
+func (f *eventData) setString(key, s []byte) bool {
+	switch string(key) {
+	case "stream":
+		f.stream = s
+	case "data":
+		f.data = s
+	case "timestamp":
+		f.timestamp = s
+	case "message":
+		f.message = s
+	case "error": // an error event; in complete it is a boolean
+		f.errText = s
+	case "missed", "code", "truncated":
+		return false // not a string: value reports it
+	}
+	return true
+}
+
 // value parses the value at b[i:], stores it if key is one f knows, and
 // returns the offset just after it.
 func (f *eventData) value(b []byte, i int, key []byte) (int, error) {
@@ -94,20 +139,10 @@ func (f *eventData) value(b []byte, i int, key []byte) (int, error) {
 	switch string(key) {
 	case "stream", "data", "timestamp", "message":
 		s, j, err := f.str(b, i)
-		if err != nil {
-			return j, err
+		if err == nil {
+			f.setString(key, s)
 		}
-		switch string(key) {
-		case "stream":
-			f.stream = s
-		case "data":
-			f.data = s
-		case "timestamp":
-			f.timestamp = s
-		case "message":
-			f.message = s
-		}
-		return j, nil
+		return j, err
 	case "missed", "code":
 		n, j, err := parseInt(b, i)
 		if key[0] == 'm' {
@@ -117,7 +152,7 @@ func (f *eventData) value(b []byte, i int, key []byte) (int, error) {
 		}
 		return j, err
 	case "error":
-		if b[i] == '"' { // an error event; in complete it is a boolean
+		if b[i] == '"' {
 			s, j, err := f.str(b, i)
 			f.errText = s
 			return j, err

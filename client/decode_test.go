@@ -145,43 +145,55 @@ func TestEventReader(t *testing.T) {
 		"event: output\ndata: {\"stream\":\"stdout\",\"data\":\"out\"}\n\n" +
 		"event: complete\ndata: {\"code\":3,\"error\":true,\"truncated\":true}\n\n"
 	er := newEventReader(strings.NewReader(stream))
-	ev, err := er.next()
+	next := func() (Event, error) {
+		var ev Event
+		err := er.next(&ev)
+		return ev, err
+	}
+	ev, err := next()
 	require.NoError(t, err)
 	assert.Equal(t, EventLog, ev.Type)
 	assert.Equal(t, uint64(7), ev.Seq)
 	assert.Equal(t, Stderr, ev.Stream)
 	assert.Equal(t, "seven", string(ev.Data))
 	assert.Equal(t, "2026-01-02T03:04:05.123456789Z", ev.Time.Format("2006-01-02T15:04:05.999999999Z07:00"))
-	ev2, err := er.next()
+	ev2, err := next()
 	require.NoError(t, err)
 	assert.Equal(t, ev.Time, ev2.Time)
 	assert.Equal(t, uint64(8), ev2.Seq)
-	ev, err = er.next()
+	ev, err = next()
 	require.NoError(t, err)
 	assert.Equal(t, Event{Type: EventMissed, Missed: 3, Message: "3 log lines were dropped"}, ev)
-	ev, err = er.next()
+	ev, err = next()
 	require.NoError(t, err)
 	assert.Equal(t, EventOutput, ev.Type)
 	assert.Equal(t, "out", string(ev.Data))
-	ev, err = er.next()
+	ev, err = next()
 	require.NoError(t, err)
 	assert.Equal(t, Event{Type: EventComplete, Code: 3, Truncated: true}, ev)
-	_, err = er.next()
+	_, err = next()
 	assert.ErrorIs(t, err, io.ErrUnexpectedEOF, "past complete, the stream's end is an end like any other")
 
-	_, err = newEventReader(strings.NewReader("event: error\ndata: {\"error\":\"process not found: x\"}\n\n")).next()
+	_, err = firstEvent("event: error\ndata: {\"error\":\"process not found: x\"}\n\n")
 	var ae *Error
 	require.ErrorAs(t, err, &ae)
 	assert.Equal(t, 200, ae.StatusCode)
 	assert.ErrorIs(t, err, ErrProcessNotFound)
 
-	_, err = newEventReader(strings.NewReader("id: x\nevent: log\ndata: {}\n\n")).next()
+	_, err = firstEvent("id: x\nevent: log\ndata: {}\n\n")
 	assert.ErrorContains(t, err, "not a line number")
-	_, err = newEventReader(strings.NewReader("event: output\ndata: {\"data\":1}\n\n")).next()
+	_, err = firstEvent("event: output\ndata: {\"data\":1}\n\n")
 	assert.ErrorContains(t, err, "malformed output event")
 	var se *streamError
-	_, err = newEventReader(strings.NewReader("event: output\ndata: {\"da")).next()
+	_, err = firstEvent("event: output\ndata: {\"da")
 	assert.True(t, errors.As(err, &se), "a cut inside an event")
+}
+
+// firstEvent reads the first event of stream.
+func firstEvent(stream string) (Event, error) {
+	var ev Event
+	err := newEventReader(strings.NewReader(stream)).next(&ev)
+	return ev, err
 }
 
 // seqStream returns the event stream /run_streaming sends for seq 1 n.
@@ -201,14 +213,15 @@ func BenchmarkEventReader(b *testing.B) {
 	const n = 100_000
 	data := seqStream(n)
 	b.ReportAllocs()
+	var ev Event
 	for b.Loop() {
 		er := newEventReader(bytes.NewReader(data))
 		for i := 0; i < n; i++ {
-			if _, err := er.next(); err != nil {
+			if err := er.next(&ev); err != nil {
 				b.Fatal(err)
 			}
 		}
-		if ev, err := er.next(); err != nil || ev.Type != EventComplete {
+		if err := er.next(&ev); err != nil || ev.Type != EventComplete {
 			b.Fatal(ev, err)
 		}
 	}

@@ -4,59 +4,89 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"time"
 
 	"github.com/sandbox-executor/sandbox-executor/sse"
 )
 
-// EventType is the name of an event on the wire.
-type EventType string
+// EventType says what an Event is. Its String is the event's name on the
+// wire.
+type EventType uint8
 
 const (
 	// EventOutput is a line of a RunStream command: Stream and Data.
-	EventOutput EventType = "output"
+	EventOutput EventType = iota + 1
 	// EventLog is a line of a background process: Seq, Time, Stream and
 	// Data.
-	EventLog EventType = "log"
+	EventLog
 	// EventMissed tells a log reader that Missed lines were dropped from
 	// the agent's buffer before it could read them; Message says so in
 	// words. The lines that follow continue after the gap.
-	EventMissed EventType = "missed"
+	EventMissed
 	// EventComplete ends a stream. For RunStream it carries the command's
 	// Code, Truncated, and a Message if its timeout stopped it; for logs,
 	// a Message ("stream ended").
-	EventComplete EventType = "complete"
+	EventComplete
+
+	eventError // an error event, which next turns into an *Error
 )
 
-// Stream names the output a line came from.
-type Stream string
+func (t EventType) String() string {
+	switch t {
+	case EventOutput:
+		return "output"
+	case EventLog:
+		return "log"
+	case EventMissed:
+		return "missed"
+	case EventComplete:
+		return "complete"
+	}
+	return "EventType(" + strconv.Itoa(int(t)) + ")"
+}
+
+// Stream says which output of a command a line came from.
+type Stream uint8
 
 const (
-	Stdout Stream = "stdout"
-	Stderr Stream = "stderr"
+	Stdout Stream = iota + 1
+	Stderr
 )
+
+func (s Stream) String() string {
+	switch s {
+	case Stdout:
+		return "stdout"
+	case Stderr:
+		return "stderr"
+	}
+	return "Stream(" + strconv.Itoa(int(s)) + ")"
+}
 
 // Event is one event of RunStream, ProcessLogs or FollowLogs. Which fields
 // are set depends on Type; the others are zero.
 type Event struct {
 	Type EventType
+	// Stream is Stdout or Stderr for a line; zero for a stream name the
+	// client does not know.
+	Stream Stream
+	// Truncated reports that the agent dropped part of a RunStream
+	// command's output; agents before it was added never set it.
+	Truncated bool
 	// Seq is a log line's number in its process, from 1: the SSE id that
 	// a reader resumes after.
-	Seq    uint64
-	Time   time.Time // when the agent read a log line; zero for output
-	Stream Stream
+	Seq  uint64
+	Time time.Time // when the agent read a log line; zero for output
 	// Data is the line, without its newline. It points into the stream's
 	// buffer and is valid only until the loop body returns: copy it
 	// (string(ev.Data), bytes.Clone) to keep it.
 	Data []byte
 	// Code is a RunStream command's exit code (128+n if signal n ended
 	// it, 124 for a timeout).
-	Code int
-	// Truncated reports that the agent dropped part of a RunStream
-	// command's output; agents before it was added never set it.
-	Truncated bool
-	Missed    uint64 // for EventMissed
-	Message   string
+	Code    int
+	Missed  uint64 // for EventMissed
+	Message string
 }
 
 // streamError is a stream cut before its complete event: a follower may
@@ -85,66 +115,69 @@ func newEventReader(body io.Reader) *eventReader {
 	return &eventReader{r: sse.NewReader(body)}
 }
 
-// next returns the next event the client knows; events of other names are
-// skipped, for agents newer than the client. An error event becomes an
-// *Error with status 200. The end of the stream before a complete event
-// is a *streamError.
-func (er *eventReader) next() (Event, error) {
+// next reads the next event the client knows into ev, which must hold the
+// event next last read into it, or be zero; events of other
+// names are skipped, for agents newer than the client. An error event
+// becomes an *Error with status 200. The end of the stream (before a
+// complete event, as next's callers stop there) is a *streamError.
+func (er *eventReader) next(ev *Event) error {
 	for {
 		raw, err := er.r.Next()
 		if err != nil {
 			if errors.Is(err, io.EOF) {
 				err = io.ErrUnexpectedEOF
 			}
-			return Event{}, &streamError{err}
+			return &streamError{err}
 		}
-		typ, known := eventType(raw.Name)
-		if !known {
+		typ := eventType(raw.Name)
+		if typ == 0 {
 			continue
 		}
-		if err := er.data.decode(raw.Data); err != nil {
-			return Event{}, fmt.Errorf("the agent sent a malformed %s event: %w (data %q)", raw.Name, err, raw.Data)
-		}
 		d := &er.data
-		if typ == "error" {
-			return Event{}, &Error{StatusCode: 200, Message: string(d.errText)}
+		if err := d.decode(raw.Data); err != nil {
+			return fmt.Errorf("the agent sent a malformed %s event: %w (data %q)", raw.Name, err, raw.Data)
 		}
-		ev := Event{Type: typ}
 		switch typ {
 		case EventOutput:
+			// The hot case: output follows output, and only two fields
+			// change (ev holds what next last read into it).
+			if ev.Type != EventOutput {
+				*ev = Event{Type: EventOutput}
+			}
 			ev.Stream, ev.Data = toStream(d.stream), d.data
 		case EventLog:
 			seq, ok := parseUint(raw.ID)
 			if !ok {
-				return Event{}, fmt.Errorf("the agent sent a log event with id %q, not a line number", raw.ID)
+				return fmt.Errorf("the agent sent a log event with id %q, not a line number", raw.ID)
 			}
-			ev.Seq, ev.Stream, ev.Data = seq, toStream(d.stream), d.data
-			ev.Time = er.stamp(d.timestamp)
+			*ev = Event{Type: typ, Seq: seq, Stream: toStream(d.stream), Data: d.data, Time: er.stamp(d.timestamp)}
 		case EventMissed:
-			ev.Missed, ev.Message = uint64(max(d.missed, 0)), string(d.message)
+			*ev = Event{Type: typ, Missed: uint64(max(d.missed, 0)), Message: string(d.message)}
 		case EventComplete:
-			ev.Code, ev.Truncated, ev.Message = int(d.code), d.truncated, string(d.message)
+			*ev = Event{Type: typ, Code: int(d.code), Truncated: d.truncated, Message: string(d.message)}
+		case eventError:
+			return &Error{StatusCode: 200, Message: string(d.errText)}
 		}
-		return ev, nil
+		return nil
 	}
 }
 
-// eventType maps an event name to its EventType without allocating;
-// "error" is returned as such, for next to turn into an error.
-func eventType(name []byte) (EventType, bool) {
+// eventType maps an event name to its EventType without allocating; 0 for
+// a name the client does not know.
+func eventType(name []byte) EventType {
 	switch string(name) {
 	case "output":
-		return EventOutput, true
+		return EventOutput
 	case "log":
-		return EventLog, true
+		return EventLog
 	case "missed":
-		return EventMissed, true
+		return EventMissed
 	case "complete":
-		return EventComplete, true
+		return EventComplete
 	case "error":
-		return "error", true
+		return eventError
 	}
-	return "", false
+	return 0
 }
 
 func toStream(b []byte) Stream {
@@ -154,7 +187,7 @@ func toStream(b []byte) Stream {
 	case "stderr":
 		return Stderr
 	}
-	return Stream(b)
+	return 0
 }
 
 // stamp parses an RFC 3339 timestamp, reusing the last parse when the text

@@ -222,9 +222,9 @@ func (c *Client) logsOnce(ctx context.Context, id string, noFollow bool, after u
 		return err
 	}
 	defer closeBody()
+	var ev Event
 	for {
-		ev, err := er.next()
-		if err != nil {
+		if err := er.next(&ev); err != nil {
 			return ctxOr(ctx, err)
 		}
 		if ev.Type != EventLog && ev.Type != EventMissed && ev.Type != EventComplete {

@@ -103,9 +103,9 @@ func (c *Client) RunStream(ctx context.Context, cmd Command) iter.Seq2[Event, er
 			return
 		}
 		defer closeBody()
+		var ev Event
 		for {
-			ev, err := er.next()
-			if err != nil {
+			if err := er.next(&ev); err != nil {
 				yield(Event{}, ctxOr(ctx, err))
 				return
 			}
