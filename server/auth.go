@@ -124,7 +124,10 @@ func writeSecret(path, secret string) error {
 }
 
 // requireToken lets a request through only with an accepted bearer token;
-// /health and /openapi.yaml are open.
+// /health and /openapi.yaml are open. A request that passes marks its
+// connection as authenticated (see Listener). Any other reply is the
+// connection's last: a client without the token gets nothing more out of
+// it, and whatever body it declared is not waited for.
 func (s *Server) requireToken(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/health" || r.URL.Path == "/openapi.yaml" {
@@ -132,13 +135,17 @@ func (s *Server) requireToken(next http.Handler) http.Handler {
 			return
 		}
 		ok, err := s.auth.check(r)
-		switch {
-		case err != nil:
-			s.writeError(w, r, err)
-		case !ok:
-			s.writeError(w, r, errorf(http.StatusUnauthorized, "unauthorized: a valid 'Authorization: Bearer <secret>' header is required"))
-		default:
+		if ok {
+			if c := connOf(r); c != nil {
+				c.authenticate()
+			}
 			next.ServeHTTP(w, r)
+			return
 		}
+		closeAfterReply(w)
+		if err == nil {
+			err = errorf(http.StatusUnauthorized, "unauthorized: a valid 'Authorization: Bearer <secret>' header is required")
+		}
+		s.writeError(w, r, err)
 	})
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"reflect"
 	"strings"
 
@@ -90,6 +91,9 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		s.log.Debug().Err(err).Str("path", r.URL.Path).Msg("error after the response started")
 		return
 	}
+	if bodyUnread(w, r) {
+		closeAfterReply(w)
+	}
 	body := map[string]any{"error": msg}
 	for k, v := range extra {
 		body[k] = v
@@ -114,22 +118,34 @@ func encode(w http.ResponseWriter, code int, v any) {
 // decode reads a JSON request body of at most maxBody bytes into a T. An
 // empty body decodes as {} so that required fields are reported by name.
 // Unknown fields are ignored: clients send more than the document names.
+// The body must arrive within the server's BodyTimeout (408 if not).
 func decode[T any](w http.ResponseWriter, r *http.Request, maxBody int64) (T, error) {
 	var v T
+	defer bodyDeadline(w)() // cleared once read, or the server's watch on the connection would fail
 	body := http.MaxBytesReader(w, r.Body, maxBody)
-	err := json.NewDecoder(body).Decode(&v)
-	if err == nil {
-		// Reading the body to its end is what lets net/http watch the
-		// connection, and so cancel r.Context() when the client leaves.
-		_, err = io.Copy(io.Discard, body)
-	}
+	dec := json.NewDecoder(body)
+	err := dec.Decode(&v)
 	var typeErr *json.UnmarshalTypeError
+	switch {
+	case err == nil || errors.As(err, &typeErr):
+		// Reading the body to its end is also what lets net/http watch
+		// the connection, and so cancel r.Context() when the client leaves.
+		if _, end := io.Copy(io.Discard, body); end != nil {
+			err = end
+		} else {
+			markBodyRead(w)
+		}
+	case errors.Is(err, io.EOF): // an empty body
+		markBodyRead(w)
+	}
 	var tooLarge *http.MaxBytesError
 	switch {
 	case err == nil, errors.Is(err, io.EOF):
 		return v, nil
 	case errors.As(err, &tooLarge):
 		return v, err
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return v, errorf(http.StatusRequestTimeout, "request body not received within %s", bodyTimeout(w))
 	case errors.As(err, &typeErr):
 		if typeErr.Field != "" {
 			want := jsonKind(typeErr.Type.Kind().String())

@@ -4,6 +4,7 @@
 package server
 
 import (
+	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -31,6 +32,17 @@ type Config struct {
 	// that long, as if it had left: a /run_streaming command is then
 	// killed, a log reader removed. If zero, 60 s.
 	StallTimeout time.Duration
+	// BodyTimeout bounds the reading of a JSON request body, from the
+	// handler's first read to its end; a streamed body (an upload) must
+	// instead make progress at least that often. If zero, 30 s.
+	BodyTimeout time.Duration
+	// UnauthTimeout is the read timeout of a connection on which no
+	// request has passed authentication yet, in place of the idle and
+	// header timeouts of the http.Server; see Listener. If zero, 10 s.
+	UnauthTimeout time.Duration
+	// MaxConns caps the API connections open at once; see Listener. If
+	// zero, half the limit on open files, at most 4,096.
+	MaxConns int
 	// ProxyPort is the TCP proxy's port, reported by /health,
 	// /port_status and /bind_port.
 	ProxyPort int
@@ -65,6 +77,12 @@ func New(log zerolog.Logger, auth *Auth, runner *executor.Runner, reg *procs.Reg
 	}
 	if cfg.StallTimeout <= 0 {
 		cfg.StallTimeout = 60 * time.Second
+	}
+	if cfg.BodyTimeout <= 0 {
+		cfg.BodyTimeout = 30 * time.Second
+	}
+	if cfg.UnauthTimeout <= 0 {
+		cfg.UnauthTimeout = 10 * time.Second
 	}
 	cfg.BasePath = strings.TrimRight(cfg.BasePath, "/")
 	s := &Server{log: log, auth: auth, runner: runner, procs: reg, fwd: fwd, cfg: cfg,
@@ -108,11 +126,17 @@ func (s *Server) stripBasePath(next http.Handler) http.Handler {
 }
 
 // recorder remembers the status and size of a response for the access log
-// and for writeError, which must not write a second status.
+// and for writeError, which must not write a second status; and what is
+// known of the request's body, for decode and writeError.
 type recorder struct {
 	http.ResponseWriter
 	status int
 	bytes  int64
+	// bodyRead is set by decode once the request body has been read to
+	// its end: an error reply can then keep the connection.
+	bodyRead bool
+	// bodyTimeout is the server's BodyTimeout, for decode.
+	bodyTimeout time.Duration
 }
 
 func (rec *recorder) WriteHeader(code int) {
@@ -131,6 +155,17 @@ func (rec *recorder) Write(b []byte) (int, error) {
 	return n, err
 }
 
+// ReadFrom lets io.Copy to the response reach the connection's sendfile
+// or splice, which the response's own ReadFrom uses.
+func (rec *recorder) ReadFrom(src io.Reader) (int64, error) {
+	if rec.status == 0 {
+		rec.status = http.StatusOK
+	}
+	n, err := io.Copy(rec.ResponseWriter, src)
+	rec.bytes += n
+	return n, err
+}
+
 // Unwrap lets http.ResponseController reach the connection's Flush and
 // deadlines.
 func (rec *recorder) Unwrap() http.ResponseWriter { return rec.ResponseWriter }
@@ -140,7 +175,7 @@ func (rec *recorder) Unwrap() http.ResponseWriter { return rec.ResponseWriter }
 func (s *Server) logRequests(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		rec := &recorder{ResponseWriter: w}
+		rec := &recorder{ResponseWriter: w, bodyTimeout: s.cfg.BodyTimeout}
 		next.ServeHTTP(rec, r)
 		ev := s.log.Debug()
 		if rec.status >= 400 {

@@ -37,7 +37,10 @@ func newTestServerWith(t testing.TB, cfg Config, runner *executor.Runner, opts p
 	reg := procs.NewRegistry(runner, opts)
 	fwd := &proxy.Forwarder{}
 	s := New(zerolog.Nop(), auth, runner, reg, fwd, cfg)
-	ts := httptest.NewServer(openAPICheck(t, s.cfg.BasePath, s)) // every request and reply checked against openapi.yaml
+	// Every request and reply is checked against openapi.yaml.
+	ts := httptest.NewUnstartedServer(openAPICheck(t, s.cfg.BasePath, s))
+	ts.Listener = s.Listener(ts.Config, ts.Listener) // as the agent serves it
+	ts.Start()
 	t.Cleanup(func() {
 		ts.CloseClientConnections()
 		ts.Close()

@@ -20,10 +20,11 @@ const (
 	defaultAPIPort    = 3030
 	defaultProxyPort  = 3031
 	defaultSecretPath = "/var/lib/sandbox-container/sandbox-secret"
-	// defaultKeepAlive and defaultStallTimeout match server.Config's own
-	// defaults.
-	defaultKeepAlive    = 15 * time.Second
-	defaultStallTimeout = 60 * time.Second
+	// These durations match server.Config's own defaults.
+	defaultKeepAlive     = 15 * time.Second
+	defaultStallTimeout  = 60 * time.Second
+	defaultBodyTimeout   = 30 * time.Second
+	defaultUnauthTimeout = 10 * time.Second
 )
 
 // config is the agent's configuration. Each setting comes from its flag if
@@ -39,6 +40,9 @@ type config struct {
 	basePath   string        // empty serves at the root only
 	keepAlive  time.Duration // always positive
 	stall      time.Duration // always positive
+	bodyTime   time.Duration // always positive
+	unauthTime time.Duration // always positive
+	maxConns   int           // 0: server.Config's default, from the fd limit
 	version    bool          // -version: print the version and exit
 	command    []string      // the sandbox's main command, after "--"; nil if none
 }
@@ -73,6 +77,9 @@ func parseConfig(args []string, getenv func(string) string, output io.Writer) (c
 	fs.String("base-path", "", "also serve the API under this `prefix`, e.g. /koyeb-sandbox (env BASE_PATH)")
 	fs.String("keepalive", defaultKeepAlive.String(), "`interval` of the comment sent on idle event streams (env SSE_KEEPALIVE)")
 	fs.String("stall-timeout", defaultStallTimeout.String(), "`duration` an event stream's client may accept nothing for before it counts as gone (env SSE_STALL_TIMEOUT)")
+	fs.String("body-timeout", defaultBodyTimeout.String(), "`duration` a JSON request body may take to arrive, and an upload may go without progress (env SANDBOX_BODY_TIMEOUT)")
+	fs.String("unauth-timeout", defaultUnauthTimeout.String(), "idle and read `timeout` of a connection until a request on it passes authentication (env SANDBOX_UNAUTH_TIMEOUT)")
+	fs.String("max-conns", "0", "`number` of API connections open at once; past it, those that never authenticated are closed first, then new ones get 503; 0 means half the open-file limit, at most 4096 (env SANDBOX_MAX_CONNS)")
 	version := fs.Bool("version", false, "print the version and exit")
 	if err := fs.Parse(flagArgs); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -143,6 +150,16 @@ func (p *configParser) config() (config, error) {
 	}
 	if c.stall, err = p.duration("stall-timeout", "SSE_STALL_TIMEOUT", "60s"); err != nil {
 		return c, err
+	}
+	if c.bodyTime, err = p.duration("body-timeout", "SANDBOX_BODY_TIMEOUT", "30s"); err != nil {
+		return c, err
+	}
+	if c.unauthTime, err = p.duration("unauth-timeout", "SANDBOX_UNAUTH_TIMEOUT", "10s"); err != nil {
+		return c, err
+	}
+	text, from := p.value("max-conns", "SANDBOX_MAX_CONNS")
+	if c.maxConns, err = strconv.Atoi(strings.TrimSpace(text)); err != nil || c.maxConns < 0 {
+		return c, fmt.Errorf("invalid max-conns %q (from %s): want a number of connections, or 0 for the default", text, from)
 	}
 	return c, nil
 }

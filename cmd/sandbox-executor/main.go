@@ -117,11 +117,14 @@ func (o options) run(ctx context.Context, args []string, getenv func(string) str
 	reg := procs.NewRegistry(runner, procs.Options{})
 	fwd := &proxy.Forwarder{Log: log}
 	api := server.New(log, auth, runner, reg, fwd, server.Config{
-		BasePath:     cfg.basePath,
-		KeepAlive:    cfg.keepAlive,
-		StallTimeout: cfg.stall,
-		ProxyPort:    proxyLn.Addr().(*net.TCPAddr).Port,
-		Version:      version,
+		BasePath:      cfg.basePath,
+		KeepAlive:     cfg.keepAlive,
+		StallTimeout:  cfg.stall,
+		BodyTimeout:   cfg.bodyTime,
+		UnauthTimeout: cfg.unauthTime,
+		MaxConns:      cfg.maxConns,
+		ProxyPort:     proxyLn.Addr().(*net.TCPAddr).Port,
+		Version:       version,
 	})
 	// Every request's context derives from baseCtx. Cancelling it at
 	// shutdown kills the process groups of /run commands in flight and
@@ -137,13 +140,17 @@ func (o options) run(ctx context.Context, args []string, getenv func(string) str
 		// as their commands.
 		ErrorLog: stdlog.New(warnWriter{log}, "", 0),
 	}
+	// The listener caps connections and gives those that never
+	// authenticate a shorter timeout than ReadHeaderTimeout and
+	// IdleTimeout above, which apply in full to authenticated ones.
+	apiConns := api.Listener(srv, apiLn)
 
 	// wg covers every goroutine started here: the two servers and, in
 	// main-command mode, the command's waiter and supervisor.
 	var wg sync.WaitGroup
 	serveErr := make(chan error, 2) // one slot per server, so neither can block
 	wg.Add(2)
-	go serveAPI(&wg, serveErr, srv, apiLn)
+	go serveAPI(&wg, serveErr, srv, apiConns)
 	go serveProxy(&wg, serveErr, fwd, proxyLn)
 	reapCtx, stopReaper := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopReaper()
@@ -152,7 +159,8 @@ func (o options) run(ctx context.Context, args []string, getenv func(string) str
 		go reap(&wg, reapCtx, runner.Reaper)
 	}
 	ev := log.Info().Str("api", apiLn.Addr().String()).Str("proxy", proxyLn.Addr().String()).
-		Str("auth_mode", cfg.authMode).Str("base_path", cfg.basePath).Str("version", version)
+		Str("auth_mode", cfg.authMode).Str("base_path", cfg.basePath).Int("max_conns", apiConns.Max()).
+		Str("version", version)
 	if cfg.authMode == authPool {
 		ev = ev.Bool("claimed", auth.Claimed())
 	}

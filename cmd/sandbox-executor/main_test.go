@@ -24,7 +24,15 @@ import (
 	"github.com/sandbox-executor/sandbox-executor/internal/testutil"
 )
 
+// agentEnv, set to 1, makes the test binary run as the agent itself: see
+// startLimitedAgent.
+const agentEnv = "SANDBOX_EXECUTOR_TEST_AS_AGENT"
+
 func TestMain(m *testing.M) {
+	if os.Getenv(agentEnv) == "1" {
+		main() // exits on error
+		os.Exit(0)
+	}
 	goleak.VerifyTestMain(m)
 }
 
@@ -132,6 +140,9 @@ func TestParseConfig(t *testing.T) {
 			assert.Equal(t, zerolog.InfoLevel, c.logLevel)
 			assert.Equal(t, 15*time.Second, c.keepAlive)
 			assert.Equal(t, 60*time.Second, c.stall)
+			assert.Equal(t, 30*time.Second, c.bodyTime)
+			assert.Equal(t, 10*time.Second, c.unauthTime)
+			assert.Zero(t, c.maxConns)
 			assert.Empty(t, c.secret)
 			assert.Nil(t, c.command)
 		}},
@@ -177,6 +188,27 @@ func TestParseConfig(t *testing.T) {
 				assert.Equal(t, 2*time.Minute, c.stall)
 				assert.Equal(t, authStatic, c.authMode)
 			}},
+		{name: "connection limits from env",
+			env: map[string]string{"SANDBOX_BODY_TIMEOUT": "5s", "SANDBOX_UNAUTH_TIMEOUT": "2s", "SANDBOX_MAX_CONNS": "100"},
+			check: func(t *testing.T, c config) {
+				assert.Equal(t, 5*time.Second, c.bodyTime)
+				assert.Equal(t, 2*time.Second, c.unauthTime)
+				assert.Equal(t, 100, c.maxConns)
+			}},
+		{name: "connection limits, flags win",
+			args: []string{"-body-timeout", "1m", "-unauth-timeout", "3s", "-max-conns", "7"},
+			env:  map[string]string{"SANDBOX_BODY_TIMEOUT": "5s", "SANDBOX_UNAUTH_TIMEOUT": "2s", "SANDBOX_MAX_CONNS": "100"},
+			check: func(t *testing.T, c config) {
+				assert.Equal(t, time.Minute, c.bodyTime)
+				assert.Equal(t, 3*time.Second, c.unauthTime)
+				assert.Equal(t, 7, c.maxConns)
+			}},
+		{name: "bad body timeout", env: map[string]string{"SANDBOX_BODY_TIMEOUT": "-1s"},
+			wantErr: `invalid body-timeout "-1s" (from SANDBOX_BODY_TIMEOUT)`},
+		{name: "bad unauth timeout", args: []string{"-unauth-timeout", "soon"},
+			wantErr: `invalid unauth-timeout "soon" (from -unauth-timeout)`},
+		{name: "bad max conns", env: map[string]string{"SANDBOX_MAX_CONNS": "-5"},
+			wantErr: `invalid max-conns "-5" (from SANDBOX_MAX_CONNS)`},
 		{name: "pool mode",
 			env: map[string]string{"SANDBOX_AUTH_MODE": "POOL", "SANDBOX_SECRET_PATH": "/tmp/x/secret"},
 			check: func(t *testing.T, c config) {
@@ -227,6 +259,9 @@ func TestParseConfigFlagErrors(t *testing.T) {
 	_, err := parseConfig([]string{"-h"}, getenv(nil), &out)
 	assert.Equal(t, exitCodeError{0}, err)
 	assert.Contains(t, out.String(), "SANDBOX_PORT, then PORT")
+	for _, env := range []string{"SANDBOX_BODY_TIMEOUT", "SANDBOX_UNAUTH_TIMEOUT", "SANDBOX_MAX_CONNS"} {
+		assert.Contains(t, out.String(), env)
+	}
 
 	_, err = parseConfig([]string{"-no-such-flag"}, getenv(nil), io.Discard)
 	assert.Equal(t, exitCodeError{2}, err)

@@ -1,0 +1,120 @@
+package server
+
+import (
+	"io"
+	"net/http"
+	"time"
+)
+
+// defaultBodyTimeout is Config.BodyTimeout's default, for a
+// ResponseWriter that is not the server's own (a test's recorder).
+const defaultBodyTimeout = 30 * time.Second
+
+// Request bodies are read under a deadline: a client that declares a body
+// and sends it slowly, or not at all, would otherwise hold its connection,
+// and a file descriptor, for ever. A JSON body is small, so decode gives
+// it BodyTimeout in all; a streamed body (an upload) gets a deadline that
+// each read making progress pushes back, with progressReader. Either
+// clears the deadline once the body is read, because net/http then reads
+// the connection in the background, without a deadline of its own, to
+// cancel the request's context when the client leaves: a deadline left
+// in force would cancel it, and a long /run with it.
+//
+// A reply sent before the body was read to its end closes the connection
+// (see closeAfterReply): to keep it, net/http would first read the rest
+// of the body, which a client that never sends it makes wait for ever.
+
+// bodyTimeout returns the server's BodyTimeout.
+func bodyTimeout(w http.ResponseWriter) time.Duration {
+	if rec, ok := w.(*recorder); ok && rec.bodyTimeout > 0 {
+		return rec.bodyTimeout
+	}
+	return defaultBodyTimeout
+}
+
+// bodyDeadline sets the read deadline of the request's connection to
+// BodyTimeout from now, and returns the function that clears it. A
+// ResponseWriter without deadlines (a test's recorder) goes without.
+func bodyDeadline(w http.ResponseWriter) (clear func()) {
+	rc := http.NewResponseController(w)
+	if rc.SetReadDeadline(time.Now().Add(bodyTimeout(w))) != nil {
+		return func() {}
+	}
+	return func() { _ = rc.SetReadDeadline(time.Time{}) }
+}
+
+// markBodyRead records that the request body has been read to its end.
+func markBodyRead(w http.ResponseWriter) {
+	if rec, ok := w.(*recorder); ok {
+		rec.bodyRead = true
+	}
+}
+
+// bodyUnread reports whether the request has a body that may not have
+// been read to its end.
+func bodyUnread(w http.ResponseWriter, r *http.Request) bool {
+	if r.Body == nil || r.Body == http.NoBody {
+		return false
+	}
+	rec, ok := w.(*recorder)
+	return !ok || !rec.bodyRead
+}
+
+// closeAfterReply makes the reply about to be sent the connection's last.
+// "Connection: close" keeps net/http from reading the rest of the body
+// before it sends the reply; the short read deadline bounds what it
+// still reads of it after (up to 256 KiB, hoping to end the body
+// cleanly), so that closing does not reset the connection before a
+// client still sending has read the reply. Call it before the reply's
+// status is written.
+func closeAfterReply(w http.ResponseWriter) {
+	w.Header().Set("Connection", "close")
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(lingerTimeout))
+}
+
+// progressReader reads a streamed request body (an upload, a raw stdin)
+// under a deadline that every read pushes back by idle: a body may take
+// as long as it needs, but one that makes no progress for idle ends with
+// a read error that wraps os.ErrDeadlineExceeded. The deadline is pushed
+// back at most every idle/8, so a stall is cut after between 7/8 of idle
+// and idle. Call Done when done reading, before the reply.
+type progressReader struct {
+	r        io.Reader
+	w        http.ResponseWriter
+	rc       *http.ResponseController
+	idle     time.Duration
+	extended time.Time // when the deadline was last pushed back; zero before the first read
+	eof      bool      // the body was read to its end
+}
+
+// newProgressReader returns a progressReader of body, the body of the
+// request that w answers, with the server's BodyTimeout as idle.
+func newProgressReader(w http.ResponseWriter, body io.Reader) *progressReader {
+	return &progressReader{r: body, w: w, rc: http.NewResponseController(w), idle: bodyTimeout(w)}
+}
+
+func (p *progressReader) Read(b []byte) (int, error) {
+	if now := time.Now(); now.Sub(p.extended) >= p.idle/8 {
+		_ = p.rc.SetReadDeadline(now.Add(p.idle)) // ErrNotSupported: a test's recorder
+		p.extended = now
+	}
+	n, err := p.r.Read(b)
+	if err == io.EOF {
+		p.eof = true
+		markBodyRead(p.w)
+	}
+	return n, err
+}
+
+// Done clears the deadline if the body was read to its end. If it was
+// not (the read failed, or the handler stopped early), the reply is made
+// the connection's last, as writeError does, since net/http would
+// otherwise wait for the rest of the body before sending it.
+func (p *progressReader) Done() {
+	switch {
+	case p.eof:
+		_ = p.rc.SetReadDeadline(time.Time{})
+	default:
+		closeAfterReply(p.w)
+	}
+}
