@@ -163,6 +163,37 @@ func TestBadCwdIs400NamingIt(t *testing.T) {
 	}
 }
 
+// A path that is not clean is served as its clean form, never redirected:
+// a client follows a 301 to a POST with a GET, and the redirect dropped
+// BASE_PATH.
+func TestUncleanPathsAreServed(t *testing.T) {
+	ts, _ := newTestServerWith(t, Config{BasePath: "/koyeb-sandbox"}, &executor.Runner{}, procs.Options{})
+	client := ts.Client()
+	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	for _, path := range []string{"//run", "/./run", "/x/../run", "///run", "/koyeb-sandbox//run",
+		"//koyeb-sandbox/run", "/koyeb-sandbox/./run", "/koyeb-sandbox/x/../run"} {
+		req, err := http.NewRequest("POST", ts.URL+path, strings.NewReader(`{"cmd":"echo hi"}`))
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+testSecret)
+		resp, err := client.Do(req)
+		require.NoError(t, err)
+		var body map[string]any
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&body), path)
+		resp.Body.Close()
+		assert.Equal(t, http.StatusOK, resp.StatusCode, path)
+		assert.Equal(t, "hi\n", body["stdout"], path)
+	}
+	for _, path := range []string{"//nope", "/koyeb-sandbox//nope", "/run/"} {
+		code, body := call(t, ts, "POST", path, `{"cmd":"true"}`)
+		assert.Equal(t, http.StatusNotFound, code, path)
+		assert.Contains(t, body["error"], "no such endpoint", path)
+	}
+	resp, err := http.Get(ts.URL + "//health")
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+}
+
 func TestBasePath(t *testing.T) {
 	ts, _ := newTestServerWith(t, Config{BasePath: "/koyeb-sandbox/"}, &executor.Runner{}, procs.Options{})
 	code, body := call(t, ts, "POST", "/koyeb-sandbox/run", map[string]string{"cmd": "echo hi"})

@@ -6,6 +6,8 @@ package server
 import (
 	"io"
 	"net/http"
+	"net/url"
+	"path"
 	"strings"
 	"time"
 
@@ -86,12 +88,12 @@ func New(log zerolog.Logger, auth *Auth, runner *executor.Runner, reg *procs.Reg
 	}
 	cfg.BasePath = strings.TrimRight(cfg.BasePath, "/")
 	s := &Server{log: log, auth: auth, runner: runner, procs: reg, fwd: fwd, cfg: cfg,
-		router: mux.NewRouter(), started: time.Now()}
+		router: mux.NewRouter().SkipClean(true), started: time.Now()} // routePath cleans
 	s.routes()
 	// Access logging sees every request, including 401s, 404s and 405s;
 	// authentication guards the whole router rather than a subrouter,
 	// because mux does not run subrouter middleware for 404 and 405.
-	s.handler = s.logRequests(s.stripBasePath(s.requireToken(s.router)))
+	s.handler = s.logRequests(s.routePath(s.requireToken(s.router)))
 	return s
 }
 
@@ -105,24 +107,52 @@ func (s *Server) newStream(w http.ResponseWriter) *sse.Writer {
 // ServeHTTP serves one request.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
 
-// stripBasePath serves requests under cfg.BasePath as if they had come
-// without it.
-func (s *Server) stripBasePath(next http.Handler) http.Handler {
-	if s.cfg.BasePath == "" {
-		return next
-	}
+// routePath serves a request as if its path were clean ("//run" and
+// "/./run" as /run: clients that join a base URL ending in "/" with
+// "/run" send the first) and, under cfg.BasePath, as if it had come
+// without the prefix. mux's own cleaning is off: it answers a redirect
+// with an empty body, which a client follows as a GET, and which drops
+// the prefix.
+func (s *Server) routePath(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if rest, ok := strings.CutPrefix(r.URL.Path, s.cfg.BasePath); ok && (rest == "" || rest[0] == '/') {
-			r2 := r.Clone(r.Context())
-			r2.URL.Path = rest
-			r2.URL.RawPath = ""
-			if r2.URL.Path == "" {
-				r2.URL.Path = "/"
+		p := cleanPath(r.URL.Path)
+		if s.cfg.BasePath != "" {
+			if rest, ok := strings.CutPrefix(p, s.cfg.BasePath); ok && (rest == "" || rest[0] == '/') {
+				p = rest
+				if p == "" {
+					p = "/"
+				}
 			}
+		}
+		if p != r.URL.Path {
+			// A shallow copy, as http.StripPrefix makes: r.Clone would
+			// copy every header too.
+			r2 := new(http.Request)
+			*r2 = *r
+			r2.URL = new(url.URL)
+			*r2.URL = *r.URL
+			r2.URL.Path = p
+			r2.URL.RawPath = ""
 			r = r2
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// cleanPath is path.Clean of an absolute p that keeps a trailing slash,
+// as mux's cleaning does: "/run/" stays distinct from "/run".
+func cleanPath(p string) string {
+	if p == "" {
+		return "/"
+	}
+	if p[0] != '/' {
+		p = "/" + p
+	}
+	np := path.Clean(p)
+	if p[len(p)-1] == '/' && np != "/" {
+		np += "/"
+	}
+	return np
 }
 
 // recorder remembers the status and size of a response for the access log
