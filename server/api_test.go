@@ -56,8 +56,28 @@ func TestAuthRequiredEverywhereButHealth(t *testing.T) {
 			resp.Body.Close()
 			assert.Equal(t, http.StatusUnauthorized, resp.StatusCode, "%s %s %q", p.method, p.path, header)
 			assert.Equal(t, "application/json", resp.Header.Get("Content-Type"))
+			assert.Equal(t, `Bearer realm="sandbox-executor"`, resp.Header.Get("WWW-Authenticate"))
 			assert.Contains(t, body["error"], "unauthorized")
 		}
+	}
+}
+
+// Two Authorization headers are ambiguous: proxies and servers differ on
+// which one counts, so neither does.
+func TestTwoAuthorizationHeadersAre400(t *testing.T) {
+	ts, _ := newTestServer(t)
+	for _, second := range []string{"Bearer " + testSecret, "Bearer wrong"} {
+		req, err := http.NewRequest("GET", ts.URL+"/list_processes", nil)
+		require.NoError(t, err)
+		req.Header.Add("Authorization", "Bearer "+testSecret)
+		req.Header.Add("Authorization", second)
+		resp, err := ts.Client().Do(req)
+		require.NoError(t, err)
+		var body map[string]any
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&body))
+		resp.Body.Close()
+		assert.Equal(t, http.StatusBadRequest, resp.StatusCode)
+		assert.Equal(t, "more than one Authorization header", body["error"])
 	}
 }
 

@@ -66,6 +66,10 @@ var errPersist = errors.New("could not persist the claimed secret")
 // check reports whether the request's bearer token is accepted, claiming
 // it first in pool mode if no secret is in force yet.
 func (a *Auth) check(r *http.Request) (bool, error) {
+	if len(r.Header.Values("Authorization")) > 1 {
+		// Proxies and servers differ on which of two they would take.
+		return false, errorf(http.StatusBadRequest, "more than one Authorization header")
+	}
 	token, ok := bearer(r.Header.Get("Authorization"))
 	if !ok {
 		return false, nil
@@ -144,6 +148,7 @@ func (s *Server) requireToken(next http.Handler) http.Handler {
 		}
 		closeAfterReply(w)
 		if err == nil {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="sandbox-executor"`)
 			err = errorf(http.StatusUnauthorized, "unauthorized: a valid 'Authorization: Bearer <secret>' header is required")
 		}
 		s.writeError(w, r, err)

@@ -87,6 +87,7 @@ func TestUnauthenticatedShortBodyGets401AndClose(t *testing.T) {
 	resp, body := c.response(t)
 	assert.Equal(t, http.StatusUnauthorized, resp.StatusCode)
 	assert.True(t, resp.Close, "the 401 says Connection: close")
+	assert.Equal(t, `Bearer realm="sandbox-executor"`, resp.Header.Get("WWW-Authenticate"))
 	assert.Contains(t, body, "unauthorized")
 	c.assertClosed(t)
 }
