@@ -128,6 +128,10 @@ func TestBadRequests(t *testing.T) {
 		{"/bind_port", `{"port": 70000}`, "between 1 and 65535"},
 		{"/bind_port", `{"port": true}`, `field "port" must be a string or a number`},
 		{"/kill_process", `{"id": "x", "signal": [15]}`, `field "signal" must be a string or a number`},
+		{"/run", `{"cmd":"true"}{"cmd":"false"}`, "unexpected data after the JSON object"},
+		{"/run", `{"cmd":"true"} x`, "unexpected data after the JSON object"},
+		{"/run", `{"cmd":"true"}}`, "unexpected data after the JSON object"},
+		{"/bind_port", `{"port": 8080} 1`, "unexpected data after the JSON object"},
 	}
 	for _, tt := range tests {
 		code, body := call(t, ts, "POST", tt.path, tt.body)
@@ -181,6 +185,14 @@ func TestBadCwdIs400NamingIt(t *testing.T) {
 		require.NoError(t, json.NewDecoder(resp.Body).Decode(&body))
 		assert.Contains(t, body["error"], "/no/such/dir", path)
 	}
+}
+
+// White space after the object is no trailing data.
+func TestWhiteSpaceAfterBody(t *testing.T) {
+	ts, _ := newTestServer(t)
+	code, body := call(t, ts, "POST", "/run", "{\"cmd\":\"echo hi\"} \r\n\t\n")
+	assert.Equal(t, http.StatusOK, code)
+	assert.Equal(t, "hi\n", body["stdout"])
 }
 
 // A path that is not clean is served as its clean form, never redirected:

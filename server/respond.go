@@ -118,7 +118,8 @@ func encode(w http.ResponseWriter, code int, v any) {
 // decode reads a JSON request body of at most maxBody bytes into a T. An
 // empty body decodes as {} so that required fields are reported by name.
 // Unknown fields are ignored: clients send more than the document names.
-// The body must arrive within the server's BodyTimeout (408 if not).
+// Anything but white space after the object is an error. The body must
+// arrive within the server's BodyTimeout (408 if not).
 func decode[T any](w http.ResponseWriter, r *http.Request, maxBody int64) (T, error) {
 	var v T
 	defer bodyDeadline(w)() // cleared once read, or the server's watch on the connection would fail
@@ -130,7 +131,7 @@ func decode[T any](w http.ResponseWriter, r *http.Request, maxBody int64) (T, er
 	case err == nil || errors.As(err, &typeErr):
 		// Reading the body to its end is also what lets net/http watch
 		// the connection, and so cancel r.Context() when the client leaves.
-		if _, end := io.Copy(io.Discard, body); end != nil {
+		if end := bodyEnd(dec); end != nil {
 			err = end
 		} else {
 			markBodyRead(w)
@@ -139,10 +140,11 @@ func decode[T any](w http.ResponseWriter, r *http.Request, maxBody int64) (T, er
 		markBodyRead(w)
 	}
 	var tooLarge *http.MaxBytesError
+	var he *httpError
 	switch {
 	case err == nil, errors.Is(err, io.EOF):
 		return v, nil
-	case errors.As(err, &tooLarge):
+	case errors.As(err, &tooLarge), errors.As(err, &he):
 		return v, err
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		return v, errorf(http.StatusRequestTimeout, "request body not received within %s", bodyTimeout(w))
@@ -158,6 +160,24 @@ func decode[T any](w http.ResponseWriter, r *http.Request, maxBody int64) (T, er
 	default:
 		return v, errorf(http.StatusBadRequest, "invalid request: %s", strings.TrimPrefix(err.Error(), "json: "))
 	}
+}
+
+// bodyEnd reads what follows the JSON value dec has decoded: nil if that
+// is white space to the end of the body, else the error to report.
+func bodyEnd(dec *json.Decoder) error {
+	_, err := dec.Token()
+	switch {
+	case errors.Is(err, io.EOF):
+		return nil
+	case err == nil, isSyntaxError(err):
+		return errorf(http.StatusBadRequest, "invalid request: unexpected data after the JSON object")
+	}
+	return err // a read error: too large, too slow, the client left
+}
+
+func isSyntaxError(err error) bool {
+	var se *json.SyntaxError
+	return errors.As(err, &se)
 }
 
 // jsonKind names a Go kind the way a JSON client thinks of it.
