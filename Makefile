@@ -11,7 +11,13 @@ DEV_SECRET := dev-$(shell head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')
 endif
 IMAGE     ?= sandbox-executor:$(VERSION)
 
-.PHONY: build run test test-go test-clients bench docker clean
+# Fuzz targets, as package:Target. `make test` runs each for FUZZ_SMOKE;
+# `make fuzz` for FUZZTIME each (e.g. make fuzz FUZZTIME=5m).
+FUZZ_TARGETS := server:FuzzDecode server:FuzzLastEventID sse:FuzzReader
+FUZZTIME     ?= 1m
+FUZZ_SMOKE   ?= 3s
+
+.PHONY: build run test test-go test-clients fuzz bench docker clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/sandbox-executor
@@ -27,6 +33,14 @@ test: test-go test-clients
 test-go:
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 10m ./...
+	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZ_SMOKE)
+
+# One target at a time: go test -fuzz takes one target and one package.
+fuzz:
+	@for t in $(FUZZ_TARGETS); do \
+		echo "fuzz $$t for $(FUZZTIME)"; \
+		$(GO) test -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime $(FUZZTIME) ./$${t%%:*} || exit 1; \
+	done
 
 # Real clients (curl -N, Python requests, Node fetch and the npm eventsource
 # package) against the built binary; installs what it needs.

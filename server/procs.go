@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -217,21 +216,9 @@ func (s *Server) logsQuery(w http.ResponseWriter, r *http.Request) (logsQuery, e
 	} else if b.Follow != nil {
 		q.follow = *b.Follow
 	}
-	last := r.Header.Get("Last-Event-ID")
-	if last == "" {
-		last = v.Get("last_event_id")
-	}
-	if last == "" {
-		last = string(b.LastEventID)
-	}
-	if last != "" {
-		after, err := strconv.ParseUint(strings.TrimSpace(last), 10, 64)
-		if err != nil {
-			return q, errorf(http.StatusBadRequest, "Last-Event-ID must be a line number")
-		}
-		q.after = after
-	}
-	return q, nil
+	var err error
+	q.after, err = lastEventID(r.Header.Get("Last-Event-ID"), v.Get("last_event_id"), string(b.LastEventID))
+	return q, err
 }
 
 // timeCache builds the data prefix of log events, {"timestamp":"…",
