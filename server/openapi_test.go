@@ -190,7 +190,7 @@ func TestOpenAPICheckCatchesMismatches(t *testing.T) {
 		{"rejected request accepted", "POST", run, testSecret, `{"cmd":5}`, replyJSON(200, appJSON, runOK), "rejects the request"},
 		{"renamed request field accepted", "POST", run, testSecret, `{"command":"true"}`, replyJSON(200, appJSON, runOK), "rejects the request"},
 		{"no token, accepted", "POST", run, "", `{"cmd":"true"}`, replyJSON(200, appJSON, runOK), "rejects the request"},
-		{"no token, 401", "POST", run, "", `{"cmd":"true"}`, replyJSON(401, appJSON, `{"error":"unauthorized"}`), ""},
+		{"no token, 401 without WWW-Authenticate", "POST", run, "", `{"cmd":"true"}`, replyJSON(401, appJSON, `{"error":"unauthorized"}`), "WWW-Authenticate"},
 		{"unknown path, 404", "GET", "/nope", testSecret, "", replyJSON(404, appJSON, `{"error":"no such endpoint: /nope"}`), ""},
 		{"unknown path, 200", "GET", "/nope", testSecret, "", replyJSON(200, appJSON, `{}`), "not an operation"},
 		{"unknown path, bare 404", "GET", "/nope", testSecret, "", replyJSON(404, "text/plain", "404 page not found"), "Content-Type"},

@@ -107,6 +107,7 @@ type exchange struct {
 
 func (c *docChecker) newExchange(r *http.Request) *exchange {
 	req := r.Clone(context.WithoutCancel(r.Context()))
+	req.URL.Path, req.URL.RawPath = cleanPath(req.URL.Path), "" // the agent serves //run as /run
 	if c.basePath != "" {
 		if rest, ok := strings.CutPrefix(req.URL.Path, c.basePath); ok && (rest == "" || rest[0] == '/') {
 			req.URL.Path, req.URL.RawPath = rest, ""
