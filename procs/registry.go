@@ -150,6 +150,10 @@ func (r *Registry) reclaim() {
 	r.budget.reclaim(r.quit)
 }
 
+// LogBudget returns the bound on the retained lines of all processes
+// together, in bytes: Options.MaxTotalBytes or its default.
+func (r *Registry) LogBudget() int { return r.opts.MaxTotalBytes }
+
 // Start starts c in the background. The process outlives the request that
 // asked for it: it ends by itself, by Kill, or by Close. c.Timeout, if
 // set, applies as for any command.

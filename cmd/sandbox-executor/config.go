@@ -43,6 +43,9 @@ type config struct {
 	bodyTime   time.Duration // always positive
 	unauthTime time.Duration // always positive
 	maxConns   int           // 0: server.Config's default, from the fd limit
+	maxCmds    int           // running commands of every kind; 0: executor.Runner's default
+	maxProcs   int           // running background processes; 0: procs.Options' default
+	logBudget  int           // bytes of retained log lines in all; 0: procs.Options' default
 	version    bool          // -version: print the version and exit
 	command    []string      // the sandbox's main command, after "--"; nil if none
 }
@@ -80,6 +83,9 @@ func parseConfig(args []string, getenv func(string) string, output io.Writer) (c
 	fs.String("body-timeout", defaultBodyTimeout.String(), "`duration` a JSON request body may take to arrive, and an upload may go without progress (env SANDBOX_BODY_TIMEOUT)")
 	fs.String("unauth-timeout", defaultUnauthTimeout.String(), "idle and read `timeout` of a connection until a request on it passes authentication (env SANDBOX_UNAUTH_TIMEOUT)")
 	fs.String("max-conns", "0", "`number` of API connections open at once; past it, those that never authenticated are closed first, then new ones get 503; 0 means half the open-file limit, at most 4096 (env SANDBOX_MAX_CONNS)")
+	fs.String("max-commands", "0", "`number` of commands running at once, background processes included; past it, 503; 0 means an eighth of the open-file limit, at most 2000 (env SANDBOX_MAX_COMMANDS)")
+	fs.String("max-processes", "0", "`number` of background processes running at once; past it, 503; 0 means 1000, or an eighth of the open-file limit if lower (env SANDBOX_MAX_PROCESSES)")
+	fs.String("log-budget", "0", "`size` of the log lines kept for all background processes together, e.g. 256MiB; past it the biggest lose their oldest lines first; 0 means 128MiB (env SANDBOX_LOG_BUDGET)")
 	version := fs.Bool("version", false, "print the version and exit")
 	if err := fs.Parse(flagArgs); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -157,11 +163,75 @@ func (p *configParser) config() (config, error) {
 	if c.unauthTime, err = p.duration("unauth-timeout", "SANDBOX_UNAUTH_TIMEOUT", "10s"); err != nil {
 		return c, err
 	}
-	text, from := p.value("max-conns", "SANDBOX_MAX_CONNS")
-	if c.maxConns, err = strconv.Atoi(strings.TrimSpace(text)); err != nil || c.maxConns < 0 {
-		return c, fmt.Errorf("invalid max-conns %q (from %s): want a number of connections, or 0 for the default", text, from)
+	if c.maxConns, err = p.count("max-conns", "SANDBOX_MAX_CONNS"); err != nil {
+		return c, err
+	}
+	if c.maxCmds, err = p.count("max-commands", "SANDBOX_MAX_COMMANDS"); err != nil {
+		return c, err
+	}
+	if c.maxProcs, err = p.count("max-processes", "SANDBOX_MAX_PROCESSES"); err != nil {
+		return c, err
+	}
+	if c.logBudget, err = p.size("log-budget", "SANDBOX_LOG_BUDGET"); err != nil {
+		return c, err
 	}
 	return c, nil
+}
+
+// count returns the number set by flag name or env: 0 or more, 0 meaning
+// the default; otherwise an error naming the setting.
+func (p *configParser) count(name, env string) (int, error) {
+	text, from := p.value(name, env)
+	n, err := strconv.Atoi(strings.TrimSpace(text))
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("invalid %s %q (from %s): want a whole number, or 0 for the default", name, text, from)
+	}
+	return n, nil
+}
+
+// size returns the byte size set by flag name or env: a whole number of
+// bytes, or of KiB, MiB or GiB with that suffix (also k/M/G, K/MB/GB in
+// the same binary sense); 0 means the default.
+func (p *configParser) size(name, env string) (int, error) {
+	text, from := p.value(name, env)
+	n, ok := parseSize(text)
+	if !ok {
+		return 0, fmt.Errorf("invalid %s %q (from %s): want a size such as 268435456, 256MiB or 1GiB, or 0 for the default", name, text, from)
+	}
+	return n, nil
+}
+
+// parseSize parses a byte size: digits, then an optional unit of 1024^k.
+func parseSize(s string) (int, bool) {
+	s = strings.TrimSpace(s)
+	i := strings.IndexFunc(s, func(r rune) bool { return r < '0' || r > '9' })
+	if i == 0 {
+		return 0, false
+	}
+	digits, unit := s, ""
+	if i > 0 {
+		digits, unit = s[:i], strings.TrimSpace(s[i:])
+	}
+	n, err := strconv.Atoi(digits)
+	if err != nil {
+		return 0, false
+	}
+	var shift uint
+	switch strings.ToLower(unit) {
+	case "", "b":
+	case "k", "kb", "kib":
+		shift = 10
+	case "m", "mb", "mib":
+		shift = 20
+	case "g", "gb", "gib":
+		shift = 30
+	default:
+		return 0, false
+	}
+	if n > (1<<62)>>shift {
+		return 0, false
+	}
+	return n << shift, true
 }
 
 // duration returns the positive duration set by flag name or env, or an

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -62,6 +63,7 @@ func startAgent(t *testing.T, env map[string]string, o options, args ...string) 
 	addrs := make(chan [2]net.Addr, 1)
 	o.ready = func(api, proxy net.Addr) { addrs <- [2]net.Addr{api, proxy} }
 	o.stdout = a.stdout
+	o.memoryLimit = func(int64) int64 { return 0 } // the test process keeps its own
 	args = append([]string{"-addr", "127.0.0.1:0", "-proxy-addr", "127.0.0.1:0"}, args...)
 	go func() { a.errc <- o.run(ctx, args, getenv(env), a.stderr) }()
 	t.Cleanup(func() {
@@ -209,6 +211,25 @@ func TestParseConfig(t *testing.T) {
 			wantErr: `invalid unauth-timeout "soon" (from -unauth-timeout)`},
 		{name: "bad max conns", env: map[string]string{"SANDBOX_MAX_CONNS": "-5"},
 			wantErr: `invalid max-conns "-5" (from SANDBOX_MAX_CONNS)`},
+		{name: "command limits from env",
+			env: map[string]string{"SANDBOX_MAX_COMMANDS": "300", "SANDBOX_MAX_PROCESSES": "200", "SANDBOX_LOG_BUDGET": "64MiB"},
+			check: func(t *testing.T, c config) {
+				assert.Equal(t, 300, c.maxCmds)
+				assert.Equal(t, 200, c.maxProcs)
+				assert.Equal(t, 64<<20, c.logBudget)
+			}},
+		{name: "command limits, flags win",
+			args: []string{"-max-commands", "3", "-max-processes", "2", "-log-budget", "1g"},
+			env:  map[string]string{"SANDBOX_MAX_COMMANDS": "300", "SANDBOX_MAX_PROCESSES": "200", "SANDBOX_LOG_BUDGET": "64MiB"},
+			check: func(t *testing.T, c config) {
+				assert.Equal(t, 3, c.maxCmds)
+				assert.Equal(t, 2, c.maxProcs)
+				assert.Equal(t, 1<<30, c.logBudget)
+			}},
+		{name: "bad max commands", args: []string{"-max-commands", "many"},
+			wantErr: `invalid max-commands "many" (from -max-commands)`},
+		{name: "bad log budget", env: map[string]string{"SANDBOX_LOG_BUDGET": "64 parsecs"},
+			wantErr: `invalid log-budget "64 parsecs" (from SANDBOX_LOG_BUDGET)`},
 		{name: "pool mode",
 			env: map[string]string{"SANDBOX_AUTH_MODE": "POOL", "SANDBOX_SECRET_PATH": "/tmp/x/secret"},
 			check: func(t *testing.T, c config) {
@@ -259,7 +280,8 @@ func TestParseConfigFlagErrors(t *testing.T) {
 	_, err := parseConfig([]string{"-h"}, getenv(nil), &out)
 	assert.Equal(t, exitCodeError{0}, err)
 	assert.Contains(t, out.String(), "SANDBOX_PORT, then PORT")
-	for _, env := range []string{"SANDBOX_BODY_TIMEOUT", "SANDBOX_UNAUTH_TIMEOUT", "SANDBOX_MAX_CONNS"} {
+	for _, env := range []string{"SANDBOX_BODY_TIMEOUT", "SANDBOX_UNAUTH_TIMEOUT", "SANDBOX_MAX_CONNS",
+		"SANDBOX_MAX_COMMANDS", "SANDBOX_MAX_PROCESSES", "SANDBOX_LOG_BUDGET"} {
 		assert.Contains(t, out.String(), env)
 	}
 
@@ -391,6 +413,63 @@ func TestShutdownKillsBackgroundProcesses(t *testing.T) {
 	assert.False(t, testutil.Alive(started.PID), "the background process outlived the agent")
 }
 
+func TestParseSize(t *testing.T) {
+	tests := []struct {
+		in   string
+		want int
+		ok   bool
+	}{
+		{"0", 0, true}, {"4096", 4096, true}, {"256MiB", 256 << 20, true}, {"256 MiB", 256 << 20, true},
+		{"2k", 2 << 10, true}, {"1GB", 1 << 30, true}, {" 12b ", 12, true},
+		{"", 0, false}, {"MiB", 0, false}, {"-1", 0, false}, {"1.5GiB", 0, false}, {"1TiB", 0, false},
+		{"99999999999999999999", 0, false}, {"9999999999999G", 0, false},
+	}
+	for _, tt := range tests {
+		got, ok := parseSize(tt.in)
+		assert.Equal(t, tt.ok, ok, tt.in)
+		assert.Equal(t, tt.want, got, tt.in)
+	}
+}
+
+// The runtime gets a soft memory limit of twice the log budget plus
+// headroom, unless GOMEMLIMIT is set.
+func TestMemoryLimit(t *testing.T) {
+	var got []int64
+	o := options{memoryLimit: func(n int64) int64 { got = append(got, n); return 0 }}
+	o.setMemoryLimit(zerolog.Nop(), getenv(nil), 64<<20)
+	assert.Equal(t, []int64{2*64<<20 + memoryHeadroom}, got)
+	o.setMemoryLimit(zerolog.Nop(), getenv(map[string]string{"GOMEMLIMIT": "1GiB"}), 64<<20)
+	assert.Len(t, got, 1, "GOMEMLIMIT wins")
+}
+
+// The agent's own ports reach the forwarder as reserved: bind_port of
+// either is refused, through the wiring in run.
+func TestBindOwnPortsRefused(t *testing.T) {
+	a := startAgent(t, map[string]string{"SANDBOX_SECRET": testSecret}, options{})
+	for _, addr := range []net.Addr{a.api, a.proxy} {
+		port := addr.(*net.TCPAddr).Port
+		code, body := a.do(t, http.MethodPost, "/bind_port", testSecret, fmt.Sprintf(`{"port":%d}`, port))
+		assert.Equal(t, http.StatusBadRequest, code, body)
+	}
+}
+
+// Shutdown kills what a finished /run command left in its group: a
+// background child that would otherwise outlive the agent.
+func TestShutdownKillsWhatRunLeft(t *testing.T) {
+	a := startAgent(t, map[string]string{"SANDBOX_SECRET": testSecret}, options{})
+	code, body := a.do(t, http.MethodPost, "/run", testSecret, `{"cmd":"sleep 100 >/dev/null 2>&1 & echo $!"}`)
+	require.Equal(t, http.StatusOK, code, body)
+	var out struct{ Stdout string }
+	require.NoError(t, json.Unmarshal([]byte(body), &out))
+	pid, err := strconv.Atoi(strings.TrimSpace(out.Stdout))
+	require.NoError(t, err)
+	require.True(t, testutil.Alive(pid))
+
+	_, err = a.stop(t)
+	assert.NoError(t, err)
+	assertDies(t, pid, "what a /run command left in its group outlived the agent")
+}
+
 func TestShutdownEndsRunInFlight(t *testing.T) {
 	a := startAgent(t, map[string]string{"SANDBOX_SECRET": testSecret}, options{})
 	pidFile := filepath.Join(t.TempDir(), "pid")
@@ -444,7 +523,8 @@ func TestMainCommandExitCode(t *testing.T) {
 }
 
 func TestMainCommandStartFailure(t *testing.T) {
-	err := run(context.Background(),
+	noLimit := options{memoryLimit: func(int64) int64 { return 0 }}
+	err := noLimit.run(context.Background(),
 		[]string{"-addr", "127.0.0.1:0", "-proxy-addr", "127.0.0.1:0", "--", "/no/such/command"},
 		getenv(map[string]string{"SANDBOX_SECRET": testSecret}), io.Discard)
 	require.Error(t, err)
