@@ -50,7 +50,7 @@ func startAgent(t *testing.T, ac agentConfig) *testAgent {
 	runner := &executor.Runner{Shell: ac.shell, DrainDelay: 500 * time.Millisecond}
 	reg := procs.NewRegistry(runner, ac.procs)
 	fwd := &proxy.Forwarder{}
-	var h http.Handler = server.New(zerolog.Nop(), auth, runner, reg, fwd, ac.server)
+	var h http.Handler = server.New(zerolog.Nop(), auth, server.Deps{Runner: runner, Procs: reg, Forwarder: fwd}, ac.server)
 	if ac.wrap != nil {
 		h = ac.wrap(h)
 	}

@@ -72,7 +72,10 @@ func (a *Auth) check(r *http.Request) (bool, error) {
 	}
 	token, ok := bearer(r.Header.Get("Authorization"))
 	if !ok {
-		return false, nil
+		// Browsers cannot set headers on a WebSocket; see wsTokenPrefix.
+		if token, ok = wsToken(r); !ok {
+			return false, nil
+		}
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()

@@ -55,6 +55,15 @@ type Config struct {
 	Version string
 }
 
+// Deps are the parts of the agent a Server drives. Every field is
+// required unless its comment says otherwise; the caller owns them and
+// closes them after the Server has stopped serving.
+type Deps struct {
+	Runner    *executor.Runner // runs /run and /run_streaming commands
+	Procs     *procs.Registry  // background processes
+	Forwarder *proxy.Forwarder // the TCP proxy behind /bind_port
+}
+
 // Server serves the API. Create it with New.
 type Server struct {
 	log     zerolog.Logger
@@ -68,9 +77,8 @@ type Server struct {
 	started time.Time
 }
 
-// New returns a Server that runs commands with runner, keeps background
-// processes in reg and binds ports on fwd.
-func New(log zerolog.Logger, auth *Auth, runner *executor.Runner, reg *procs.Registry, fwd *proxy.Forwarder, cfg Config) *Server {
+// New returns a Server that checks tokens with auth and drives deps.
+func New(log zerolog.Logger, auth *Auth, deps Deps, cfg Config) *Server {
 	if cfg.MaxBody <= 0 {
 		cfg.MaxBody = 64 << 20
 	}
@@ -87,7 +95,7 @@ func New(log zerolog.Logger, auth *Auth, runner *executor.Runner, reg *procs.Reg
 		cfg.UnauthTimeout = 10 * time.Second
 	}
 	cfg.BasePath = strings.TrimRight(cfg.BasePath, "/")
-	s := &Server{log: log, auth: auth, runner: runner, procs: reg, fwd: fwd, cfg: cfg,
+	s := &Server{log: log, auth: auth, runner: deps.Runner, procs: deps.Procs, fwd: deps.Forwarder, cfg: cfg,
 		router: mux.NewRouter().SkipClean(true), started: time.Now()} // routePath cleans
 	s.routes()
 	// Access logging sees every request, including 401s, 404s and 405s;

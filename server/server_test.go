@@ -36,7 +36,7 @@ func newTestServerWith(t testing.TB, cfg Config, runner *executor.Runner, opts p
 	require.NoError(t, err)
 	reg := procs.NewRegistry(runner, opts)
 	fwd := &proxy.Forwarder{}
-	s := New(zerolog.Nop(), auth, runner, reg, fwd, cfg)
+	s := New(zerolog.Nop(), auth, Deps{Runner: runner, Procs: reg, Forwarder: fwd}, cfg)
 	// Every request and reply is checked against openapi.yaml.
 	ts := httptest.NewUnstartedServer(openAPICheck(t, s.cfg.BasePath, s))
 	ts.Listener = s.Listener(ts.Config, ts.Listener) // as the agent serves it

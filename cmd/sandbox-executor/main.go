@@ -123,7 +123,7 @@ func (o options) run(ctx context.Context, args []string, getenv func(string) str
 	// The agent's own ports are never forwarded to: the proxy bound to
 	// itself would loop on its first connection.
 	fwd := &proxy.Forwarder{Log: log, Reserved: []int{apiPort, proxyPort}}
-	api := server.New(log, auth, runner, reg, fwd, server.Config{
+	api := server.New(log, auth, server.Deps{Runner: runner, Procs: reg, Forwarder: fwd}, server.Config{
 		BasePath:      cfg.basePath,
 		KeepAlive:     cfg.keepAlive,
 		StallTimeout:  cfg.stall,
