@@ -13,6 +13,7 @@ import (
 	"github.com/sandbox-executor/sandbox-executor/executor"
 	"github.com/sandbox-executor/sandbox-executor/procs"
 	"github.com/sandbox-executor/sandbox-executor/proxy"
+	"github.com/sandbox-executor/sandbox-executor/terminals"
 )
 
 // apiFunc is a handler that returns its error instead of writing it; wrap
@@ -77,6 +78,12 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		code, msg = http.StatusServiceUnavailable, err.Error()
 	case errors.Is(err, procs.ErrNotFound), errors.Is(err, procs.ErrNotRunning):
 		code, msg, extra = http.StatusBadRequest, err.Error(), map[string]any{"success": false}
+	case errors.Is(err, terminals.ErrNotFound):
+		code, msg = http.StatusNotFound, err.Error()
+	case errors.Is(err, terminals.ErrNotRunning):
+		code, msg = http.StatusConflict, err.Error()
+	case errors.Is(err, terminals.ErrTooMany), errors.Is(err, terminals.ErrClosed):
+		code, msg = http.StatusServiceUnavailable, err.Error()
 	case errors.Is(err, proxy.ErrInvalidPort):
 		code, msg = http.StatusBadRequest, proxy.ErrInvalidPort.Error()
 	}

@@ -38,4 +38,10 @@ func (s *Server) routes() {
 	r.Handle("/bind_port", s.wrap(s.handlePortBind)).Methods(post)
 	r.Handle("/unbind_port", s.wrap(s.handlePortUnbind)).Methods(post)
 	r.Handle("/port_status", s.wrap(s.handlePortStatus)).Methods(get)
+
+	r.Handle("/start_terminal", s.wrap(s.handleTerminalStart)).Methods(post)
+	r.Handle("/list_terminals", s.wrap(s.handleTerminalList)).Methods(get)
+	r.Handle("/resize_terminal", s.wrap(s.handleTerminalResize)).Methods(post)
+	r.Handle("/kill_terminal", s.wrap(s.handleTerminalKill)).Methods(post)
+	r.Handle("/terminal_ws", s.wrap(s.handleTerminalWS)).Methods(get)
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/sandbox-executor/sandbox-executor/procs"
 	"github.com/sandbox-executor/sandbox-executor/proxy"
 	"github.com/sandbox-executor/sandbox-executor/sse"
+	"github.com/sandbox-executor/sandbox-executor/terminals"
 )
 
 // Config holds the settings of the HTTP face. Zero fields take defaults.
@@ -59,9 +60,10 @@ type Config struct {
 // required unless its comment says otherwise; the caller owns them and
 // closes them after the Server has stopped serving.
 type Deps struct {
-	Runner    *executor.Runner // runs /run and /run_streaming commands
-	Procs     *procs.Registry  // background processes
-	Forwarder *proxy.Forwarder // the TCP proxy behind /bind_port
+	Runner    *executor.Runner    // runs /run and /run_streaming commands
+	Procs     *procs.Registry     // background processes
+	Forwarder *proxy.Forwarder    // the TCP proxy behind /bind_port
+	Terminals *terminals.Registry // terminals, driven over /terminal_ws
 }
 
 // Server serves the API. Create it with New.
@@ -71,6 +73,7 @@ type Server struct {
 	runner  *executor.Runner
 	procs   *procs.Registry
 	fwd     *proxy.Forwarder
+	terms   *terminals.Registry
 	cfg     Config
 	router  *mux.Router
 	handler http.Handler
@@ -95,7 +98,7 @@ func New(log zerolog.Logger, auth *Auth, deps Deps, cfg Config) *Server {
 		cfg.UnauthTimeout = 10 * time.Second
 	}
 	cfg.BasePath = strings.TrimRight(cfg.BasePath, "/")
-	s := &Server{log: log, auth: auth, runner: deps.Runner, procs: deps.Procs, fwd: deps.Forwarder, cfg: cfg,
+	s := &Server{log: log, auth: auth, runner: deps.Runner, procs: deps.Procs, fwd: deps.Forwarder, terms: deps.Terminals, cfg: cfg,
 		router: mux.NewRouter().SkipClean(true), started: time.Now()} // routePath cleans
 	s.routes()
 	// Access logging sees every request, including 401s, 404s and 405s;

@@ -17,6 +17,7 @@ import (
 	"github.com/sandbox-executor/sandbox-executor/executor"
 	"github.com/sandbox-executor/sandbox-executor/procs"
 	"github.com/sandbox-executor/sandbox-executor/proxy"
+	"github.com/sandbox-executor/sandbox-executor/terminals"
 )
 
 const testSecret = "test-secret"
@@ -32,11 +33,18 @@ func newTestServer(t *testing.T) (*httptest.Server, *Server) {
 
 func newTestServerWith(t testing.TB, cfg Config, runner *executor.Runner, opts procs.Options) (*httptest.Server, *Server) {
 	t.Helper()
+	return newTestServerTerms(t, cfg, runner, opts, terminals.Options{})
+}
+
+// newTestServerTerms is newTestServerWith with the terminals' options too.
+func newTestServerTerms(t testing.TB, cfg Config, runner *executor.Runner, opts procs.Options, topts terminals.Options) (*httptest.Server, *Server) {
+	t.Helper()
 	auth, err := NewStaticAuth(testSecret)
 	require.NoError(t, err)
 	reg := procs.NewRegistry(runner, opts)
+	terms := terminals.NewRegistry(runner, topts)
 	fwd := &proxy.Forwarder{}
-	s := New(zerolog.Nop(), auth, Deps{Runner: runner, Procs: reg, Forwarder: fwd}, cfg)
+	s := New(zerolog.Nop(), auth, Deps{Runner: runner, Procs: reg, Forwarder: fwd, Terminals: terms}, cfg)
 	// Every request and reply is checked against openapi.yaml.
 	ts := httptest.NewUnstartedServer(openAPICheck(t, s.cfg.BasePath, s))
 	ts.Listener = s.Listener(ts.Config, ts.Listener) // as the agent serves it
@@ -46,6 +54,7 @@ func newTestServerWith(t testing.TB, cfg Config, runner *executor.Runner, opts p
 		ts.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
+		require.NoError(t, terms.Close(ctx))
 		require.NoError(t, reg.Close(ctx))
 		require.NoError(t, fwd.Close(ctx))
 	})

@@ -24,6 +24,7 @@ import (
 	"github.com/sandbox-executor/sandbox-executor/procs"
 	"github.com/sandbox-executor/sandbox-executor/proxy"
 	"github.com/sandbox-executor/sandbox-executor/server"
+	"github.com/sandbox-executor/sandbox-executor/terminals"
 )
 
 // version is reported by -version and /health. It is a variable, the one
@@ -119,11 +120,12 @@ func (o options) run(ctx context.Context, args []string, getenv func(string) str
 	}
 	popts := procs.Options{MaxRunning: cfg.maxProcs, MaxTotalBytes: cfg.logBudget}
 	reg := procs.NewRegistry(runner, popts)
+	terms := terminals.NewRegistry(runner, terminals.Options{})
 	o.setMemoryLimit(log, getenv, reg.LogBudget())
 	// The agent's own ports are never forwarded to: the proxy bound to
 	// itself would loop on its first connection.
 	fwd := &proxy.Forwarder{Log: log, Reserved: []int{apiPort, proxyPort}}
-	api := server.New(log, auth, server.Deps{Runner: runner, Procs: reg, Forwarder: fwd}, server.Config{
+	api := server.New(log, auth, server.Deps{Runner: runner, Procs: reg, Forwarder: fwd, Terminals: terms}, server.Config{
 		BasePath:      cfg.basePath,
 		KeepAlive:     cfg.keepAlive,
 		StallTimeout:  cfg.stall,
@@ -135,8 +137,9 @@ func (o options) run(ctx context.Context, args []string, getenv func(string) str
 		Version:       version,
 	})
 	// Every request's context derives from baseCtx. Cancelling it at
-	// shutdown kills the process groups of /run commands in flight and
-	// ends event streams with their final event.
+	// shutdown kills the process groups of /run commands in flight, ends
+	// event streams with their final event and closes terminal WebSockets
+	// (going away).
 	baseCtx, cancelBase := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelBase()
 	srv := &http.Server{
@@ -208,9 +211,10 @@ func (o options) run(ctx context.Context, args []string, getenv func(string) str
 		}
 	}
 	// Teardown, in the order shutdown documents: requests, API, proxy,
-	// background processes; the main command is stopped alongside.
+	// terminals, background processes; the main command is stopped
+	// alongside.
 	stopChild()
-	shutdown(log, cancelBase, srv, fwd, reg, runner)
+	shutdown(log, cancelBase, srv, fwd, terms, reg, runner)
 	stopReaper() // last: the background processes just killed left zombies
 	wg.Wait()    // the main command, if any, has exited: killed at the latest after its grace
 	switch {
@@ -286,17 +290,21 @@ func serveProxy(wg *sync.WaitGroup, errc chan<- error, fwd *proxy.Forwarder, ln 
 // shutdown stops the agent's own parts in this order, within
 // shutdownTimeout in all:
 //  1. cancel the base context: /run commands in flight are killed (their
-//     process groups) and event streams end with their final event;
+//     process groups), event streams end with their final event, and
+//     terminal WebSockets close with 1001 (going away);
 //  2. shut the API down: stop accepting, let those handlers answer, for
 //     at most httpShutdownTimeout, then close what is left;
 //  3. close the TCP forwarder and its live connections;
-//  4. close the registry: every background process group is killed;
-//  5. kill what finished commands, /run ones included, left in their
+//  4. close the terminals: every process of each terminal's session is
+//     killed (jobs of interactive shells are in groups of their own, so
+//     this comes before the group kills below);
+//  5. close the registry: every background process group is killed;
+//  6. kill what finished commands, /run ones included, left in their
 //     process groups (`npm start &`).
 //
 // The main command, if any, is stopped by its supervisor meanwhile.
 func shutdown(log zerolog.Logger, cancelBase context.CancelFunc, srv *http.Server, fwd *proxy.Forwarder,
-	reg *procs.Registry, runner *executor.Runner) {
+	terms *terminals.Registry, reg *procs.Registry, runner *executor.Runner) {
 	start := time.Now()
 	cancelBase()
 	httpCtx, cancel := context.WithTimeout(context.Background(), httpShutdownTimeout)
@@ -309,6 +317,9 @@ func shutdown(log zerolog.Logger, cancelBase context.CancelFunc, srv *http.Serve
 	defer cancel()
 	if err := fwd.Close(ctx); err != nil {
 		log.Warn().Err(err).Msg("TCP proxy shutdown")
+	}
+	if err := terms.Close(ctx); err != nil {
+		log.Warn().Err(err).Msg("terminals shutdown")
 	}
 	if err := reg.Close(ctx); err != nil {
 		log.Warn().Err(err).Msg("background processes shutdown")

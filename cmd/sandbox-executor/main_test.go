@@ -413,6 +413,33 @@ func TestShutdownKillsBackgroundProcesses(t *testing.T) {
 	assert.False(t, testutil.Alive(started.PID), "the background process outlived the agent")
 }
 
+// Shutdown kills every process of a terminal's session, a job in a
+// process group of its own included.
+func TestShutdownKillsTerminals(t *testing.T) {
+	a := startAgent(t, map[string]string{"SANDBOX_SECRET": testSecret}, options{})
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	body, err := json.Marshal(map[string]string{"cmd": "set -m; sh -c 'echo $$ >" + pidFile + "; exec sleep 100' & wait"})
+	require.NoError(t, err)
+	code, reply := a.do(t, http.MethodPost, "/start_terminal", testSecret, string(body))
+	require.Equal(t, http.StatusCreated, code, reply)
+	var started struct{ PID int }
+	require.NoError(t, json.Unmarshal([]byte(reply), &started))
+	var job int
+	require.Eventually(t, func() bool {
+		b, err := os.ReadFile(pidFile)
+		job, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		return err == nil && job > 0
+	}, 5*time.Second, 10*time.Millisecond)
+	pgid, err := syscall.Getpgid(job)
+	require.NoError(t, err)
+	require.NotEqual(t, started.PID, pgid, "the job is in a group of its own")
+
+	_, err = a.stop(t)
+	assert.NoError(t, err)
+	assertDies(t, started.PID, "the terminal outlived the agent")
+	assertDies(t, job, "a job of the terminal outlived the agent")
+}
+
 func TestParseSize(t *testing.T) {
 	tests := []struct {
 		in   string
