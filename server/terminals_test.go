@@ -149,10 +149,10 @@ func (w *wsTerm) readUntil(cond func() bool) bool {
 			continue
 		}
 		var m struct {
-			Type   string `json:"type"`
+			Type   string  `json:"type"`
 			Offset *uint64 `json:"offset"`
-			Bytes  uint64 `json:"bytes"`
-			Code   *int   `json:"code"`
+			Bytes  uint64  `json:"bytes"`
+			Code   *int    `json:"code"`
 		}
 		require.NoError(w.t, json.Unmarshal(b, &m), "%s", b)
 		switch m.Type {
