@@ -20,6 +20,7 @@ import (
 	"github.com/sandbox-executor/sandbox-executor/procs"
 	"github.com/sandbox-executor/sandbox-executor/proxy"
 	"github.com/sandbox-executor/sandbox-executor/server"
+	"github.com/sandbox-executor/sandbox-executor/terminals"
 )
 
 const testSecret = "client-test-secret"
@@ -49,8 +50,10 @@ func startAgent(t *testing.T, ac agentConfig) *testAgent {
 	require.NoError(t, err)
 	runner := &executor.Runner{Shell: ac.shell, DrainDelay: 500 * time.Millisecond}
 	reg := procs.NewRegistry(runner, ac.procs)
+	terms := terminals.NewRegistry(runner, terminals.Options{DrainDelay: 200 * time.Millisecond})
 	fwd := &proxy.Forwarder{}
-	var h http.Handler = server.New(zerolog.Nop(), auth, server.Deps{Runner: runner, Procs: reg, Forwarder: fwd}, ac.server)
+	var h http.Handler = server.New(zerolog.Nop(), auth,
+		server.Deps{Runner: runner, Procs: reg, Forwarder: fwd, Terminals: terms}, ac.server)
 	if ac.wrap != nil {
 		h = ac.wrap(h)
 	}
@@ -60,6 +63,7 @@ func startAgent(t *testing.T, ac agentConfig) *testAgent {
 		ts.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
+		require.NoError(t, terms.Close(ctx))
 		require.NoError(t, reg.Close(ctx))
 		require.NoError(t, fwd.Close(ctx))
 	})
