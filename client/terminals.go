@@ -260,6 +260,11 @@ func (t *TerminalConn) control(ctx context.Context, v any) error {
 	return t.ws.Write(ctx, websocket.MessageText, b)
 }
 
+// Ping sends a WebSocket ping and waits for the agent's pong: a round
+// trip through the agent's reader of this connection. The pong is read by
+// Read, so Read must be running in another goroutine meanwhile.
+func (t *TerminalConn) Ping(ctx context.Context) error { return t.ws.Ping(ctx) }
+
 // Close closes the connection; the terminal lives on.
 func (t *TerminalConn) Close() error {
 	return t.ws.Close(websocket.StatusNormalClosure, "")
