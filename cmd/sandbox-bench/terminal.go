@@ -87,7 +87,6 @@ func (b *bench) sectionTerminal(ctx context.Context) error {
 	return nil
 }
 
-
 // agentKeystrokes types termKeystrokes bytes, one at a time, into a
 // terminal running termEcho and times each until it comes back; then
 // times termPings WebSocket pings on the same connection.
