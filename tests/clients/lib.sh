@@ -1,7 +1,7 @@
 # Helpers for the client checks, sourced by each check_*.sh. run.sh exports
 # SANDBOX_URL and SANDBOX_SECRET (a running agent, -keepalive 200ms), PY (a
-# python3 that has requests), CLIENTS_DIR (this folder, with node_modules)
-# and EXAMPLES_DIR. A check prints one summary line and exits 0, or says
+# python3 that has requests and websocket-client), CHROMIUM (Debian's
+# chromium), CLIENTS_DIR (this folder, with node_modules) and EXAMPLES_DIR. A check prints one summary line and exits 0, or says
 # why on stderr and exits non-zero. Every command in it is bounded in time.
 set -euo pipefail
 : "${SANDBOX_URL:?}" "${SANDBOX_SECRET:?}" "${PY:?}" "${CLIENTS_DIR:?}" "${EXAMPLES_DIR:?}"
