@@ -2,12 +2,14 @@ package executor
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"os"
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -159,4 +161,36 @@ func TestStatStateSession(t *testing.T) {
 			assert.Equal(t, tt.session, session, tt.stat)
 		}
 	}
+}
+
+// With a running Reaper, a TTY command's exit status still reaches its
+// own waiter: StartTTY starts it through the Reaper and tells it when it
+// has been waited for.
+func TestStartTTYWithReaper(t *testing.T) {
+	reaper := NewReaper()
+	reaper.MinInterval = time.Millisecond
+	ctx, cancel := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); reaper.Run(ctx) }()
+	defer func() { cancel(); wg.Wait() }()
+
+	r := &Runner{Reaper: reaper}
+	var runs sync.WaitGroup
+	for i := range 20 {
+		runs.Add(1)
+		go func() {
+			defer runs.Done()
+			p, master, err := r.StartTTY(TTYCommand{Args: []string{"/bin/sh", "-c", "exit " + strconv.Itoa(i%7)}})
+			if !assert.NoError(t, err) {
+				return
+			}
+			defer master.Close()
+			assert.Equal(t, i%7, p.Wait().Code)
+		}()
+	}
+	runs.Wait()
+	reaper.mu.Lock()
+	defer reaper.mu.Unlock()
+	assert.Empty(t, reaper.ours, "every one was handed back with Done")
 }
