@@ -1,13 +1,11 @@
 package sessions
 
 import (
+	"context"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/sandbox-executor/sandbox-executor/executor"
 )
@@ -21,13 +19,13 @@ type Call struct {
 	// its shell leaves its state in a file of the agent's.
 	Command executor.Command
 
-	r         *Registry
-	s         *Session
-	statePath string
-	startDir  string            // where the shell started: the session's cwd, or the request's
-	fromCwd   string            // the session's state the command started from
-	fromEnv   []string          //
-	overlay   map[string]string // what the request laid over fromEnv, for this command only
+	r        *Registry
+	s        *Session
+	state    *stateFile
+	startDir string            // where the shell started: the session's cwd, or the request's
+	fromCwd  string            // the session's state the command started from
+	fromEnv  []string          //
+	overlay  map[string]string // what the request laid over fromEnv, for this command only
 }
 
 // Call returns c made into a command of session id; see Call. A request's
@@ -44,13 +42,32 @@ func (r *Registry) Call(id string, c executor.Command) (*Call, error) {
 	if c.Timeout <= 0 {
 		c.Timeout = s.timeout
 	}
-	if call.statePath, err = r.newStateFile(c.User); err != nil {
+	if call.state, err = r.states.get(c.User); err != nil {
 		s.end(r, false, "", nil)
 		return nil, err
 	}
-	c.Cmd = wrap(c.Cmd, call.statePath)
+	c.Cmd = wrap(c.Cmd, call.state.path, r.source())
 	call.Command = c
 	return call, nil
+}
+
+// source returns whether the Runner's shell has `source`, asking it the
+// first time. If it cannot tell, each command's shell asks itself.
+func (r *Registry) source() sourceSupport {
+	r.sourceOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		out, err := r.runner.Run(ctx, executor.Command{Cmd: "command -v source >/dev/null"})
+		switch {
+		case err != nil || out.Signal != 0 || out.TimedOut:
+			r.sourceKind = sourceUnknown
+		case out.Code == 0:
+			r.sourceKind = sourceBuiltin
+		default:
+			r.sourceKind = sourceMissing
+		}
+	})
+	return r.sourceKind
 }
 
 // Background returns c made to start from session id's state, for a
@@ -115,29 +132,6 @@ func (s *Session) prepare(c executor.Command, cwd string, env []string) (executo
 	return c, dir, overlay
 }
 
-// newStateFile creates an empty state file, owned by u (the agent, if
-// nil) and readable by it alone, and returns its path. The shell opens it
-// again to write it: a file made ahead by the agent, in a directory no one
-// else may write to, cannot be a link planted elsewhere.
-func (r *Registry) newStateFile(u *executor.User) (string, error) {
-	path := r.stateDir + "/" + strconv.FormatUint(r.seq.Add(1), 36)
-	fd, err := unix.Open(path, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, 0o600)
-	if err != nil {
-		return "", &os.PathError{Op: "create", Path: path, Err: err}
-	}
-	if u != nil {
-		err = unix.Fchown(fd, int(u.UID), int(u.GID))
-	}
-	if cerr := unix.Close(fd); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		_ = unix.Unlink(path)
-		return "", &os.PathError{Op: "chown", Path: path, Err: err}
-	}
-	return path, nil
-}
-
 // Finish ends c once its command has ended; res is how it ended, nil if
 // it never started. If the shell exited by itself (whatever its exit
 // code; not killed by a signal or its timeout) and left a whole state,
@@ -150,12 +144,12 @@ func (c *Call) Finish(res *executor.Result) {
 	if c == nil {
 		return
 	}
-	defer unix.Unlink(c.statePath)
+	defer c.r.states.put(c.state)
 	var cwd string
 	var env []string
 	ok := false
 	if res != nil && res.Signal == 0 && !res.TimedOut {
-		if b, err := readState(c.statePath); err == nil {
+		if b, err := c.state.read(); err == nil {
 			cwd, env, ok = parseState(b)
 			ok = ok && passable(env)
 		}

@@ -1,7 +1,6 @@
 package sessions
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"path/filepath"
@@ -14,17 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sandbox-executor/sandbox-executor/executor"
+	"github.com/sandbox-executor/sandbox-executor/internal/testutil"
 )
-
-// alive reports whether pid is a live process (not a zombie).
-func alive(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	i := bytes.LastIndexByte(b, ')')
-	return i > 0 && i+2 < len(b) && b[i+2] != 'Z' && b[i+2] != 'X'
-}
 
 // readPids waits until file holds n pids, one a line, and returns them.
 func readPids(t *testing.T, file string, n int) []int {
@@ -78,7 +68,7 @@ func TestDeleteKillsEverything(t *testing.T) {
 	defer cancel()
 	require.NoError(t, r.Delete(ctx, "d"))
 	for _, pid := range all {
-		assert.False(t, alive(pid), "pid %d survived", pid)
+		assert.False(t, testutil.Alive(pid), "pid %d survived", pid)
 	}
 	assert.NoDirExists(t, workdir)
 	p.Wait()
@@ -97,7 +87,9 @@ func TestDeleteKillsEverything(t *testing.T) {
 func TestStartDuringDelete(t *testing.T) {
 	r, runner := newTestRegistry(t)
 	create(t, r, Config{ID: "d"})
-	call, err := r.Call("d", sh("sleep 300"))
+	c := sh("sleep 300")
+	c.Timeout = 10 * time.Second // bounds the test if the kill is missing
+	call, err := r.Call("d", c)
 	require.NoError(t, err)
 	require.NoError(t, r.Delete(t.Context(), "d"))
 	out, err := runner.Run(t.Context(), call.Command)

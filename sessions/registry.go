@@ -16,7 +16,6 @@ import (
 	"slices"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/sandbox-executor/sandbox-executor/executor"
@@ -47,8 +46,9 @@ const maxIDLen = 128
 type Options struct {
 	// StateDir is where the registry makes the directory (mode 0711) of
 	// the files in which commands leave their state. Users that sessions
-	// run as must be able to reach it, as they can /tmp. If empty,
-	// os.TempDir().
+	// run as must be able to reach it, as they can /tmp. If empty, the
+	// first of /dev/shm and /run that is a tmpfs, else os.TempDir(); see
+	// stateParent.
 	StateDir string
 	// WorkdirParent is where temp workdirs are made; users that sessions
 	// run as must be able to reach it too. If empty, os.TempDir().
@@ -64,12 +64,15 @@ type Options struct {
 type Registry struct {
 	runner    *executor.Runner
 	opts      Options
-	stateDir  string // 0711, the agent's; one file per running command
-	agentUser string // the name commands run as without a user
-	seq       atomic.Uint64
-	kick      chan struct{} // capacity 1: the janitor recomputes its deadline
-	stop      context.CancelFunc
-	wg        sync.WaitGroup // the janitor
+	states    statePool // the state files, in a directory of their own
+	agentUser string    // the name commands run as without a user
+	// sourceOnce sets sourceKind, whether the shell has `source`, at the
+	// first command that needs it.
+	sourceOnce sync.Once
+	sourceKind sourceSupport
+	kick       chan struct{} // capacity 1: the janitor recomputes its deadline
+	stop       context.CancelFunc
+	wg         sync.WaitGroup // the janitor
 
 	// mu guards sessions and closed. It is never acquired while a
 	// Session's mu is held.
@@ -87,17 +90,11 @@ func New(runner *executor.Runner, opts Options) (*Registry, error) {
 	if opts.KillWait <= 0 {
 		opts.KillWait = 3 * time.Second
 	}
-	dir, err := os.MkdirTemp(opts.StateDir, "sandbox-executor-state-")
+	dir, err := makeStateDir(opts.StateDir)
 	if err != nil {
 		return nil, err
 	}
-	// Commands running as another user write their own file in it; they
-	// may reach it by name but not list or create.
-	if err := os.Chmod(dir, 0o711); err != nil {
-		os.Remove(dir)
-		return nil, err
-	}
-	r := &Registry{runner: runner, opts: opts, stateDir: dir, agentUser: currentUser(),
+	r := &Registry{runner: runner, opts: opts, states: statePool{dir: dir}, agentUser: currentUser(),
 		kick: make(chan struct{}, 1), sessions: map[string]*Session{}}
 	ctx, stop := context.WithCancel(context.Background())
 	r.stop = stop
@@ -196,6 +193,7 @@ func (r *Registry) Close(ctx context.Context) error {
 	for i, s := range all {
 		errs = append(errs, s.cleanUp(ctx, killed[i]))
 	}
-	errs = append(errs, os.RemoveAll(r.stateDir))
+	r.states.close()
+	errs = append(errs, os.RemoveAll(r.states.dir))
 	return errors.Join(errs...)
 }

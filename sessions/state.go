@@ -39,12 +39,12 @@ func parseState(b []byte) (cwd string, env []string, ok bool) {
 		if p.line(markPwd) {
 			break
 		}
-		name, value, set, ok := p.declaration()
+		entry, set, ok := p.declaration()
 		if !ok {
 			return "", nil, false
 		}
-		if set && !dropped[name] {
-			env = append(env, name+"="+value)
+		if set && !dropped[string(entry[:bytes.IndexByte(entry, '=')])] {
+			env = append(env, string(entry))
 		}
 	}
 	rest := p.b[p.i:]
@@ -57,8 +57,9 @@ func parseState(b []byte) (cwd string, env []string, ok bool) {
 
 // exportParser reads `export -p` output from b, from i on.
 type exportParser struct {
-	b []byte
-	i int
+	b     []byte
+	i     int
+	entry []byte // "NAME=value" of the last declaration, reused
 }
 
 // line reports whether the next line is exactly text, and if so moves
@@ -73,9 +74,10 @@ func (p *exportParser) line(text string) bool {
 }
 
 // declaration reads one `export NAME[=WORD]` or `declare -FLAGS
-// NAME[=WORD]` line. set is false for a variable without a value; ok is
-// false for anything else.
-func (p *exportParser) declaration() (name, value string, set, ok bool) {
+// NAME[=WORD]` line, and returns it as NAME=value, valid until the next
+// call. set is false for a variable without a value; ok is false for
+// anything else.
+func (p *exportParser) declaration() (entry []byte, set, ok bool) {
 	rest := p.b[p.i:]
 	switch {
 	case bytes.HasPrefix(rest, []byte("export ")):
@@ -84,47 +86,47 @@ func (p *exportParser) declaration() (name, value string, set, ok bool) {
 		n := len("declare -")
 		end := bytes.IndexByte(rest[n:], ' ')
 		if end < 0 {
-			return "", "", false, false
+			return nil, false, false
 		}
 		flags := string(rest[n : n+end])
 		p.i += n + end + 1
 		// Only exported scalars reach a child's environment.
 		if !strings.Contains(flags, "x") || strings.ContainsAny(flags, "aA") {
-			_, _, _, ok := p.rest()
-			return "", "", false, ok
+			_, _, ok := p.rest()
+			return nil, false, ok
 		}
 	default:
-		return "", "", false, false
+		return nil, false, false
 	}
 	return p.rest()
 }
 
 // rest reads NAME[=WORD] and the newline that ends the declaration.
-func (p *exportParser) rest() (name, value string, set, ok bool) {
+func (p *exportParser) rest() (entry []byte, set, ok bool) {
 	start := p.i
 	for p.i < len(p.b) && p.b[p.i] != '=' && p.b[p.i] != '\n' {
 		p.i++
 	}
-	name = string(p.b[start:p.i])
+	name := p.b[start:p.i]
 	if p.i == len(p.b) || !validName(name) {
-		return "", "", false, false
+		return nil, false, false
 	}
 	if p.b[p.i] == '\n' {
 		p.i++
-		return name, "", false, true
+		return nil, false, true
 	}
 	p.i++ // '='
-	v, ok := p.word()
-	if !ok || p.i == len(p.b) || p.b[p.i] != '\n' {
-		return "", "", false, false
+	p.entry = append(append(p.entry[:0], name...), '=')
+	if p.entry, ok = p.word(p.entry); !ok || p.i == len(p.b) || p.b[p.i] != '\n' {
+		return nil, false, false
 	}
 	p.i++
-	return name, v, true, true
+	return p.entry, true, true
 }
 
 // validName reports whether name can be a shell variable's.
-func validName(name string) bool {
-	if name == "" || (name[0] >= '0' && name[0] <= '9') {
+func validName(name []byte) bool {
+	if len(name) == 0 || (name[0] >= '0' && name[0] <= '9') {
 		return false
 	}
 	for i := 0; i < len(name); i++ {
@@ -136,35 +138,34 @@ func validName(name string) bool {
 	return true
 }
 
-// word reads one shell word up to an unquoted newline or blank, removing
-// its quotes.
-func (p *exportParser) word() (string, bool) {
-	var out []byte
+// word appends to out the shell word at p.i, up to an unquoted newline or
+// blank, without its quotes.
+func (p *exportParser) word(out []byte) ([]byte, bool) {
 	b := p.b
 	for p.i < len(b) {
 		switch c := b[p.i]; {
 		case c == '\n' || c == ' ' || c == '\t':
-			return string(out), true
+			return out, true
 		case c == '\'':
 			end := bytes.IndexByte(b[p.i+1:], '\'')
 			if end < 0 {
-				return "", false
+				return nil, false
 			}
 			out = append(out, b[p.i+1:p.i+1+end]...)
 			p.i += end + 2
 		case c == '"':
 			var ok bool
 			if out, ok = p.doubleQuoted(out); !ok {
-				return "", false
+				return nil, false
 			}
 		case c == '$' && p.i+1 < len(b) && b[p.i+1] == '\'':
 			var ok bool
 			if out, ok = p.cQuoted(out); !ok {
-				return "", false
+				return nil, false
 			}
 		case c == '\\':
 			if p.i+1 == len(b) {
-				return "", false
+				return nil, false
 			}
 			if b[p.i+1] != '\n' { // a backslash-newline joins lines
 				out = append(out, b[p.i+1])
@@ -175,7 +176,7 @@ func (p *exportParser) word() (string, bool) {
 			p.i++
 		}
 	}
-	return string(out), true
+	return out, true
 }
 
 // doubleQuoted appends the text of the "..." at p.i to out. Inside, a

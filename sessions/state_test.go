@@ -55,6 +55,8 @@ func TestParseStateShells(t *testing.T) {
 	dir := t.TempDir()
 	cwd := filepath.Join(dir, "odd 'dir'\nname")
 	require.NoError(t, os.Mkdir(cwd, 0o755))
+	sourced := filepath.Join(dir, "env.sh")
+	require.NoError(t, os.WriteFile(sourced, []byte("export SOURCED=yes; unset S\n"), 0o644))
 	for name, argv := range shells(t) {
 		t.Run(name, func(t *testing.T) {
 			state := filepath.Join(dir, strings.NewReplacer(" ", "_", "/", "_").Replace(name)+".state")
@@ -63,8 +65,8 @@ func TestParseStateShells(t *testing.T) {
 			for k, v := range trickyValues {
 				env = append(env, k+"="+v)
 			}
-			cmd := exec.Command(argv[0], append(argv[1:], "-c", wrap(`cd "$D"; unset GONE D; export NOVALUE; exit 3`, state))...)
-			cmd.Env = append(env, "D="+cwd)
+			cmd := exec.Command(argv[0], append(argv[1:], "-c", wrap(`cd "$D"; unset GONE D; export NOVALUE; source "$S"; exit 3`, state, sourceUnknown))...)
+			cmd.Env = append(env, "D="+cwd, "S="+sourced)
 			err := cmd.Run()
 			var exit *exec.ExitError
 			require.ErrorAs(t, err, &exit)
@@ -83,6 +85,8 @@ func TestParseStateShells(t *testing.T) {
 			for k, v := range trickyValues {
 				assert.Equal(t, v, got[k], "%s, state:\n%s", k, b)
 			}
+			assert.Equal(t, "yes", got["SOURCED"])
+			assert.NotContains(t, got, "S")
 			assert.NotContains(t, got, "GONE")
 			assert.NotContains(t, got, "NOVALUE")
 			assert.NotContains(t, got, "SHLVL")
@@ -124,4 +128,31 @@ func TestParseStateFormats(t *testing.T) {
 	assert.Equal(t, "/a b", cwd)
 	slices.Sort(env)
 	assert.Equal(t, []string{"A=it's\n\t\x01Aé\x01", "B=plain word", "C=ab", "R=ro"}, env)
+}
+
+// The Registry asks the shell once whether it has source; the prefix then
+// defines it only where it is missing, and source works either way.
+func TestSourceSupport(t *testing.T) {
+	r, _ := newTestRegistry(t)
+	want := sourceBuiltin
+	if err := exec.Command("/bin/sh", "-c", "command -v source").Run(); err != nil {
+		want = sourceMissing
+	}
+	assert.Equal(t, want, r.source())
+	dir := t.TempDir()
+	sourced := filepath.Join(dir, "env.sh")
+	require.NoError(t, os.WriteFile(sourced, []byte("export SOURCED=yes\n"), 0o644))
+	for name, argv := range shells(t) {
+		for _, kind := range []sourceSupport{sourceUnknown, sourceBuiltin, sourceMissing} {
+			has := exec.Command(argv[0], append(argv[1:], "-c", "command -v source")...).Run() == nil
+			if (kind == sourceBuiltin && !has) || (kind == sourceMissing && has) {
+				continue // the Registry would not choose it for this shell
+			}
+			state := filepath.Join(dir, "state")
+			require.NoError(t, os.WriteFile(state, nil, 0o600))
+			out, err := exec.Command(argv[0], append(argv[1:], "-c", wrap("source "+sourced+"; echo $SOURCED", state, kind))...).CombinedOutput()
+			require.NoError(t, err, "%s, %d: %s", name, kind, out)
+			assert.Equal(t, "yes\n", string(out), "%s, %d", name, kind)
+		}
+	}
 }

@@ -1,17 +1,11 @@
 package sessions
 
 import (
-	"errors"
-	"io"
 	"os"
 	"strings"
-)
 
-// maxState bounds the state file the agent reads, and so a session's
-// environment: a state over it is not committed. The kernel refuses a
-// command whose arguments and environment pass a quarter of the stack
-// limit (2 MiB by default), so a larger environment could start nothing.
-const maxState = 1 << 20
+	"golang.org/x/sys/unix"
+)
 
 // wrap returns cmd as the shell of a session command runs it: cmd itself,
 // on the first line after a prefix that sets the EXIT trap which writes
@@ -25,7 +19,7 @@ const maxState = 1 << 20
 // runs it as its own -c text, and its stdout, stderr and exit code are
 // what they would be without a session. Where the shell lacks `source`
 // (dash), the prefix defines it as a function calling `.`, so that
-// `source .venv/bin/activate` works as in bash.
+// `source .venv/bin/activate` works as in bash; see sourceSupport.
 //
 // The trap keeps the exit status (POSIX: an EXIT trap does not change it
 // unless it calls exit). It writes nothing to the command's own output:
@@ -35,13 +29,36 @@ const maxState = 1 << 20
 // (export and unset are special builtins, which functions cannot
 // replace), >| passes noclobber. A shell killed by a signal runs no EXIT
 // trap and leaves the file empty.
-func wrap(cmd, statePath string) string {
+func wrap(cmd, statePath string, source sourceSupport) string {
 	trap := `{ \unset -f pwd echo; \export -p; \echo ` + markPwd + `; \pwd; \echo ` + markEnd + `; } >|` +
 		shellQuote(statePath) + ` 2>/dev/null`
+	return source.prefix() + `trap ` + shellQuote(trap) + ` EXIT; ` + cmd
+}
+
+// sourceSupport is whether the shell has `source`, which dash lacks.
+type sourceSupport int
+
+const (
+	sourceUnknown sourceSupport = iota
+	sourceBuiltin               // bash, busybox ash: nothing to define
+	sourceMissing               // dash: source is defined as a function
+)
+
+// prefix returns what defines source, if the shell needs it. Not knowing,
+// the shell asks itself; that costs each command a search of PATH (75 µs
+// with 15 directories), so the Registry asks the shell once (see
+// Registry.source).
+func (s sourceSupport) prefix() string {
+	switch s {
+	case sourceBuiltin:
+		return ""
+	case sourceMissing:
+		return `source() { . "$1"; }; `
+	}
 	// eval, so that a shell that has source (busybox ash, which refuses a
 	// function of that name even in a branch never taken) parses no
 	// definition.
-	return `command -v source >/dev/null || eval 'source() { . "$1"; }'; trap ` + shellQuote(trap) + ` EXIT; ` + cmd
+	return `command -v source >/dev/null || eval 'source() { . "$1"; }'; `
 }
 
 // shellQuote quotes s as one shell word.
@@ -49,19 +66,41 @@ func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
-// errStateTooLarge is readState's error for a state over maxState.
-var errStateTooLarge = errors.New("session state too large")
+// makeStateDir makes the directory of the state files under parent, or
+// under the first of stateParents that takes it if parent is empty.
+// Commands running as another user write their own file in it: they may
+// reach it by name (mode 0711) but not list it or create in it.
+func makeStateDir(parent string) (string, error) {
+	parents := []string{parent}
+	if parent == "" {
+		parents = append(stateParents(), os.TempDir())
+	}
+	var err error
+	for _, p := range parents {
+		var dir string
+		if dir, err = os.MkdirTemp(p, "sandbox-executor-state-"); err != nil {
+			continue
+		}
+		if err = os.Chmod(dir, 0o711); err != nil {
+			os.Remove(dir)
+			continue
+		}
+		return dir, nil
+	}
+	return "", err
+}
 
-// readState reads the state file at path, at most maxState bytes.
-func readState(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
+// stateParents returns the tmpfs mounts among /dev/shm and /run. A state
+// file is written and removed by every session command: on a disk file
+// system (ext4) that costs a journal commit, a millisecond, as much as
+// the whole command; on a tmpfs, a few microseconds.
+func stateParents() []string {
+	var tmpfs []string
+	for _, p := range []string{"/dev/shm", "/run"} {
+		var st unix.Statfs_t
+		if unix.Statfs(p, &st) == nil && st.Type == unix.TMPFS_MAGIC {
+			tmpfs = append(tmpfs, p)
+		}
 	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxState+1))
-	if err == nil && len(b) > maxState {
-		err = errStateTooLarge
-	}
-	return b, err
+	return tmpfs
 }

@@ -58,6 +58,7 @@ func sections() []section {
 		{"procs500", "9: RSS with 500 running processes that printed 9 MB each", (*bench).sectionRingBudget},
 		{"read32", "10: peak RSS of 32 concurrent read_file of 63 MiB", (*bench).sectionReadFile},
 		{"term", "11: terminal keystroke round trip and output rate over /terminal_ws", (*bench).sectionTerminal},
+		{"session", "12: /run of true in a session", (*bench).sectionSession},
 	}
 }
 
