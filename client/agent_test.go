@@ -21,6 +21,7 @@ import (
 	"github.com/sandbox-executor/sandbox-executor/proxy"
 	"github.com/sandbox-executor/sandbox-executor/server"
 	"github.com/sandbox-executor/sandbox-executor/terminals"
+	"github.com/sandbox-executor/sandbox-executor/sessions"
 )
 
 const testSecret = "client-test-secret"
@@ -52,8 +53,10 @@ func startAgent(t *testing.T, ac agentConfig) *testAgent {
 	reg := procs.NewRegistry(runner, ac.procs)
 	terms := terminals.NewRegistry(runner, terminals.Options{DrainDelay: 200 * time.Millisecond})
 	fwd := &proxy.Forwarder{}
+	sess, err := sessions.New(runner, sessions.Options{StateDir: t.TempDir(), WorkdirParent: t.TempDir()})
+	require.NoError(t, err)
 	var h http.Handler = server.New(zerolog.Nop(), auth,
-		server.Deps{Runner: runner, Procs: reg, Forwarder: fwd, Terminals: terms}, ac.server)
+		server.Deps{Runner: runner, Procs: reg, Forwarder: fwd, Terminals: terms, Sessions: sess}, ac.server)
 	if ac.wrap != nil {
 		h = ac.wrap(h)
 	}
@@ -66,6 +69,7 @@ func startAgent(t *testing.T, ac agentConfig) *testAgent {
 		require.NoError(t, terms.Close(ctx))
 		require.NoError(t, reg.Close(ctx))
 		require.NoError(t, fwd.Close(ctx))
+		require.NoError(t, sess.Close(ctx))
 	})
 	return &testAgent{ts: ts, c: newClient(t, ts, ts.URL+ac.server.BasePath, testSecret), reg: reg}
 }

@@ -17,10 +17,22 @@ type TTYCommand struct {
 	// agent's PATH) and its arguments; Args[0] is also the program's
 	// argv[0]. It must not be empty.
 	Args []string
-	Dir  string            // working directory; empty means the agent's own
-	Env  map[string]string // added to Runner.Env, as for Command; nil adds nothing
+	// Dir, Env, BaseEnv, User and OnStart mean what they mean on Command:
+	// a session's terminal starts in its directory, with its environment,
+	// as its user, and is tracked by it.
+	Dir     string
+	Env     map[string]string
+	BaseEnv []string
+	User    *User
+	OnStart func(*Process)
 	// Cols and Rows are the terminal's initial size; zero means 80 and 24.
 	Cols, Rows uint16
+}
+
+// command is c as a Command, for what the two share: the environment, the
+// credential and the checks of both.
+func (c TTYCommand) command() Command {
+	return Command{Dir: c.Dir, Env: c.Env, BaseEnv: c.BaseEnv, User: c.User}
 }
 
 // check returns an error wrapping ErrInvalidCommand or ErrInvalidDir if c
@@ -38,10 +50,7 @@ func (c TTYCommand) check() error {
 				ErrInvalidCommand, len(a), maxArgStrlen-1)
 		}
 	}
-	if err := (Command{Env: c.Env}).check(); err != nil {
-		return err
-	}
-	return checkDir(c.Dir)
+	return Check(c.command())
 }
 
 // StartTTY starts c on a new pseudo-terminal, as the leader of a session
@@ -95,19 +104,23 @@ func (r *Runner) startTTY(c TTYCommand) (*Process, *os.File, error) {
 	}
 	cmd := exec.Command(c.Args[0], c.Args[1:]...)
 	cmd.Dir = c.Dir
-	cmd.Env = r.env(c.Env)
+	cc := c.command()
+	cmd.Env = r.env(cc)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
 	// A session of its own with the terminal as its controlling terminal
 	// (Ctty 0: the child's stdin). It is then its own group's leader
 	// already: Setpgid on a session leader fails with EPERM.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Credential: cc.credential()}
 	p := &Process{cmd: cmd, runner: r, done: make(chan struct{})}
 	if err := p.startCmd(); err != nil {
 		master.Close()
-		return nil, nil, startError(Command{Dir: c.Dir}, err)
+		return nil, nil, startError(cc, err)
 	}
 	r.oom.adjust(cmd.Process.Pid, r.OOMScoreAdj)
 	r.started(p)
+	if c.OnStart != nil {
+		c.OnStart(p)
+	}
 	go p.waitTTY()
 	return p, master, nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/sandbox-executor/sandbox-executor/procs"
 	"github.com/sandbox-executor/sandbox-executor/proxy"
 	"github.com/sandbox-executor/sandbox-executor/terminals"
+	"github.com/sandbox-executor/sandbox-executor/sessions"
 )
 
 // apiFunc is a handler that returns its error instead of writing it; wrap
@@ -86,6 +87,16 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		code, msg = http.StatusServiceUnavailable, err.Error()
 	case errors.Is(err, proxy.ErrInvalidPort):
 		code, msg = http.StatusBadRequest, proxy.ErrInvalidPort.Error()
+	case errors.Is(err, sessions.ErrNotFound):
+		code, msg = http.StatusNotFound, err.Error()
+	case errors.Is(err, sessions.ErrExists):
+		code, msg = http.StatusConflict, err.Error()
+	case errors.Is(err, sessions.ErrInvalid), errors.Is(err, executor.ErrUnknownUser):
+		code, msg = http.StatusBadRequest, err.Error()
+	case errors.Is(err, executor.ErrNotPrivileged):
+		code, msg = http.StatusForbidden, err.Error()
+	case errors.Is(err, sessions.ErrTooMany), errors.Is(err, sessions.ErrClosed):
+		code, msg = http.StatusServiceUnavailable, err.Error()
 	}
 	if code >= 500 {
 		logged := err

@@ -35,6 +35,10 @@ func (s *Server) routes() {
 	r.Handle("/delete_dir", s.wrap(s.handleDirDelete)).Methods(post)
 	r.Handle("/list_dir", s.wrap(s.handleDirList)).Methods(post)
 
+	r.Handle("/create_session", s.wrap(s.handleSessionCreate)).Methods(post)
+	r.Handle("/list_sessions", s.wrap(s.handleSessionList)).Methods(get)
+	r.Handle("/delete_session", s.wrap(s.handleSessionDelete)).Methods(post)
+
 	r.Handle("/bind_port", s.wrap(s.handlePortBind)).Methods(post)
 	r.Handle("/unbind_port", s.wrap(s.handlePortUnbind)).Methods(post)
 	r.Handle("/port_status", s.wrap(s.handlePortStatus)).Methods(get)

@@ -17,6 +17,7 @@ import (
 	"github.com/sandbox-executor/sandbox-executor/executor"
 	"github.com/sandbox-executor/sandbox-executor/procs"
 	"github.com/sandbox-executor/sandbox-executor/proxy"
+	"github.com/sandbox-executor/sandbox-executor/sessions"
 	"github.com/sandbox-executor/sandbox-executor/sse"
 	"github.com/sandbox-executor/sandbox-executor/terminals"
 )
@@ -64,20 +65,22 @@ type Deps struct {
 	Procs     *procs.Registry     // background processes
 	Forwarder *proxy.Forwarder    // the TCP proxy behind /bind_port
 	Terminals *terminals.Registry // terminals, driven over /terminal_ws
+	Sessions  *sessions.Registry  // sessions, for /create_session and the commands that name one
 }
 
 // Server serves the API. Create it with New.
 type Server struct {
-	log     zerolog.Logger
-	auth    *Auth
-	runner  *executor.Runner
-	procs   *procs.Registry
-	fwd     *proxy.Forwarder
-	terms   *terminals.Registry
-	cfg     Config
-	router  *mux.Router
-	handler http.Handler
-	started time.Time
+	log      zerolog.Logger
+	auth     *Auth
+	runner   *executor.Runner
+	procs    *procs.Registry
+	fwd      *proxy.Forwarder
+	terms    *terminals.Registry
+	sessions *sessions.Registry
+	cfg      Config
+	router   *mux.Router
+	handler  http.Handler
+	started  time.Time
 }
 
 // New returns a Server that checks tokens with auth and drives deps.
@@ -98,7 +101,8 @@ func New(log zerolog.Logger, auth *Auth, deps Deps, cfg Config) *Server {
 		cfg.UnauthTimeout = 10 * time.Second
 	}
 	cfg.BasePath = strings.TrimRight(cfg.BasePath, "/")
-	s := &Server{log: log, auth: auth, runner: deps.Runner, procs: deps.Procs, fwd: deps.Forwarder, terms: deps.Terminals, cfg: cfg,
+	s := &Server{log: log, auth: auth, runner: deps.Runner, procs: deps.Procs, fwd: deps.Forwarder,
+		terms: deps.Terminals, sessions: deps.Sessions, cfg: cfg,
 		router: mux.NewRouter().SkipClean(true), started: time.Now()} // routePath cleans
 	s.routes()
 	// Access logging sees every request, including 401s, 404s and 405s;

@@ -44,7 +44,8 @@ func newTestServerTerms(t testing.TB, cfg Config, runner *executor.Runner, opts 
 	reg := procs.NewRegistry(runner, opts)
 	terms := terminals.NewRegistry(runner, topts)
 	fwd := &proxy.Forwarder{}
-	s := New(zerolog.Nop(), auth, Deps{Runner: runner, Procs: reg, Forwarder: fwd, Terminals: terms}, cfg)
+	s := New(zerolog.Nop(), auth, Deps{Runner: runner, Procs: reg, Forwarder: fwd, Terminals: terms,
+		Sessions: newTestSessions(t, runner)}, cfg)
 	// Every request and reply is checked against openapi.yaml.
 	ts := httptest.NewUnstartedServer(openAPICheck(t, s.cfg.BasePath, s))
 	ts.Listener = s.Listener(ts.Config, ts.Listener) // as the agent serves it

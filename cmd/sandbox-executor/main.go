@@ -25,6 +25,7 @@ import (
 	"github.com/sandbox-executor/sandbox-executor/proxy"
 	"github.com/sandbox-executor/sandbox-executor/server"
 	"github.com/sandbox-executor/sandbox-executor/terminals"
+	"github.com/sandbox-executor/sandbox-executor/sessions"
 )
 
 // version is reported by -version and /health. It is a variable, the one
@@ -118,6 +119,12 @@ func (o options) run(ctx context.Context, args []string, getenv func(string) str
 		// As init, the agent inherits every orphan; see executor.Reaper.
 		runner.Reaper = executor.NewReaper()
 	}
+	sess, err := sessions.New(runner, sessions.Options{})
+	if err != nil {
+		apiLn.Close()
+		proxyLn.Close()
+		return fmt.Errorf("sessions: %w", err)
+	}
 	popts := procs.Options{MaxRunning: cfg.maxProcs, MaxTotalBytes: cfg.logBudget}
 	reg := procs.NewRegistry(runner, popts)
 	terms := terminals.NewRegistry(runner, terminals.Options{})
@@ -125,7 +132,7 @@ func (o options) run(ctx context.Context, args []string, getenv func(string) str
 	// The agent's own ports are never forwarded to: the proxy bound to
 	// itself would loop on its first connection.
 	fwd := &proxy.Forwarder{Log: log, Reserved: []int{apiPort, proxyPort}}
-	api := server.New(log, auth, server.Deps{Runner: runner, Procs: reg, Forwarder: fwd, Terminals: terms}, server.Config{
+	api := server.New(log, auth, server.Deps{Runner: runner, Procs: reg, Forwarder: fwd, Terminals: terms, Sessions: sess}, server.Config{
 		BasePath:      cfg.basePath,
 		KeepAlive:     cfg.keepAlive,
 		StallTimeout:  cfg.stall,
@@ -211,10 +218,10 @@ func (o options) run(ctx context.Context, args []string, getenv func(string) str
 		}
 	}
 	// Teardown, in the order shutdown documents: requests, API, proxy,
-	// terminals, background processes; the main command is stopped
-	// alongside.
+	// terminals, background processes, sessions; the main command is
+	// stopped alongside.
 	stopChild()
-	shutdown(log, cancelBase, srv, fwd, terms, reg, runner)
+	shutdown(log, cancelBase, srv, fwd, terms, reg, sess, runner)
 	stopReaper() // last: the background processes just killed left zombies
 	wg.Wait()    // the main command, if any, has exited: killed at the latest after its grace
 	switch {
@@ -299,12 +306,14 @@ func serveProxy(wg *sync.WaitGroup, errc chan<- error, fwd *proxy.Forwarder, ln 
 //     killed (jobs of interactive shells are in groups of their own, so
 //     this comes before the group kills below);
 //  5. close the registry: every background process group is killed;
+//  6. delete the sessions: what is left in their process groups is
+//     killed, their temp workdirs and the state directory removed;
 //  6. kill what finished commands, /run ones included, left in their
 //     process groups (`npm start &`).
 //
 // The main command, if any, is stopped by its supervisor meanwhile.
 func shutdown(log zerolog.Logger, cancelBase context.CancelFunc, srv *http.Server, fwd *proxy.Forwarder,
-	terms *terminals.Registry, reg *procs.Registry, runner *executor.Runner) {
+	terms *terminals.Registry, reg *procs.Registry, sess *sessions.Registry, runner *executor.Runner) {
 	start := time.Now()
 	cancelBase()
 	httpCtx, cancel := context.WithTimeout(context.Background(), httpShutdownTimeout)
@@ -323,6 +332,9 @@ func shutdown(log zerolog.Logger, cancelBase context.CancelFunc, srv *http.Serve
 	}
 	if err := reg.Close(ctx); err != nil {
 		log.Warn().Err(err).Msg("background processes shutdown")
+	}
+	if err := sess.Close(ctx); err != nil {
+		log.Warn().Err(err).Msg("sessions shutdown")
 	}
 	if n := runner.KillAll(); n > 0 {
 		log.Info().Int("groups", n).Msg("killed what finished commands left running")
