@@ -127,6 +127,8 @@ checks=(
   "Node ws on /terminal_ws (token as a subprotocol):check_node_terminal.sh"
   "Python websocket-client on /terminal_ws:check_python_terminal.sh"
   "headless Chromium, examples/terminal.html on xterm.js:check_browser_terminal.sh"
+  "Python requests driving a session (examples/session.py):check_python_session.sh"
+  "README's curl examples for sessions (examples/session.sh):check_session_curl.sh"
 )
 passed=0
 failed=0
