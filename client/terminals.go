@@ -38,18 +38,24 @@ type TerminalOptions struct {
 	// Cols and Rows are the initial size, 1 to 1000 each; zero means 80
 	// and 24.
 	Cols, Rows int
+	// Session, if set, starts the terminal from that session's state, as
+	// its user; it dies with the session. User, if set, runs it as that
+	// user (a name or a uid; the agent must run as root).
+	Session, User string
 }
 
 // StartTerminal starts a terminal. It outlives ctx and every client:
 // it ends by itself, by KillTerminal, or when the agent stops.
 func (c *Client) StartTerminal(ctx context.Context, opts TerminalOptions) (Terminal, error) {
 	body := struct {
-		Cmd  string            `json:"cmd,omitempty"`
-		Cwd  string            `json:"cwd,omitempty"`
-		Env  map[string]string `json:"env,omitempty"`
-		Cols int               `json:"cols,omitempty"`
-		Rows int               `json:"rows,omitempty"`
-	}{opts.Cmd, opts.Cwd, opts.Env, opts.Cols, opts.Rows}
+		Cmd     string            `json:"cmd,omitempty"`
+		Cwd     string            `json:"cwd,omitempty"`
+		Env     map[string]string `json:"env,omitempty"`
+		Cols    int               `json:"cols,omitempty"`
+		Rows    int               `json:"rows,omitempty"`
+		Session string            `json:"session,omitempty"`
+		User    string            `json:"user,omitempty"`
+	}{opts.Cmd, opts.Cwd, opts.Env, opts.Cols, opts.Rows, opts.Session, opts.User}
 	var r struct {
 		ID     string `json:"id"`
 		PID    int    `json:"pid"`

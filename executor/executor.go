@@ -167,6 +167,7 @@ type Process struct {
 	res      Result
 	timedOut atomic.Bool // set by cmd.Cancel when the timeout, not the caller, ended the command
 	reaped   atomic.Bool // set by wait once cmd.Wait has returned: the group's number may be reused once the group is empty
+	tty      bool        // started by StartTTY: it leads a session, whose jobs have groups of their own
 }
 
 // Run runs c to the end and returns its result with what it wrote, each
@@ -381,6 +382,18 @@ func (p *Process) Signal(sig syscall.Signal) error {
 	if err == nil && !sent {
 		return ErrFinished
 	}
+	return err
+}
+
+// Kill sends SIGKILL to everything of the command's that is still ours:
+// its process group (what a finished command left there included), or,
+// for a command started by StartTTY, its whole session (see
+// SignalSession). It returns ErrFinished if nothing was left.
+func (p *Process) Kill() error {
+	if !p.tty {
+		return p.Signal(syscall.SIGKILL)
+	}
+	_, err := p.SignalSession(syscall.SIGKILL)
 	return err
 }
 

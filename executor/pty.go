@@ -111,7 +111,7 @@ func (r *Runner) startTTY(c TTYCommand) (*Process, *os.File, error) {
 	// (Ctty 0: the child's stdin). It is then its own group's leader
 	// already: Setpgid on a session leader fails with EPERM.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Credential: cc.credential()}
-	p := &Process{cmd: cmd, runner: r, done: make(chan struct{})}
+	p := &Process{cmd: cmd, runner: r, done: make(chan struct{}), tty: true}
 	if err := p.startCmd(); err != nil {
 		master.Close()
 		return nil, nil, startError(cc, err)

@@ -13,8 +13,8 @@ import (
 	"github.com/sandbox-executor/sandbox-executor/executor"
 	"github.com/sandbox-executor/sandbox-executor/procs"
 	"github.com/sandbox-executor/sandbox-executor/proxy"
-	"github.com/sandbox-executor/sandbox-executor/terminals"
 	"github.com/sandbox-executor/sandbox-executor/sessions"
+	"github.com/sandbox-executor/sandbox-executor/terminals"
 )
 
 // apiFunc is a handler that returns its error instead of writing it; wrap

@@ -74,7 +74,7 @@ func (s *Server) decodeCommand(w http.ResponseWriter, r *http.Request, foregroun
 	if err != nil {
 		return c, nil, err
 	}
-	return s.sessionCommand(req, c, foreground)
+	return s.sessionCommand(req.Session, string(req.User), c, foreground)
 }
 
 // startError is the error of a command that did not start: the request's
@@ -205,7 +205,7 @@ func (s *Server) handleRunStreaming(w http.ResponseWriter, r *http.Request) erro
 	if err != nil {
 		return err
 	}
-	c, call, err := s.sessionCommand(req, c, true)
+	c, call, err := s.sessionCommand(req.Session, string(req.User), c, true)
 	if err != nil {
 		return err
 	}

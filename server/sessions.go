@@ -114,25 +114,25 @@ func (s *Server) lookupUser(spec string) (*executor.User, error) {
 // foreground command (/run, /run_streaming) of a session comes with the
 // Call to finish once it has ended; otherwise the Call is nil (and
 // Finish on nil does nothing).
-func (s *Server) sessionCommand(req commandRequest, c executor.Command, foreground bool) (executor.Command, *sessions.Call, error) {
+func (s *Server) sessionCommand(session, user string, c executor.Command, foreground bool) (executor.Command, *sessions.Call, error) {
 	var err error
-	if c.User, err = s.lookupUser(string(req.User)); err != nil {
+	if c.User, err = s.lookupUser(user); err != nil {
 		return c, nil, err
 	}
 	switch {
-	case req.Session == "":
+	case session == "":
 		if c.User != nil {
 			c.Env = mergeEnv(c.User.Env(), c.Env)
 		}
 		return c, nil, nil
 	case foreground:
-		call, err := s.sessions.Call(req.Session, c)
+		call, err := s.sessions.Call(session, c)
 		if err != nil {
 			return c, nil, err
 		}
 		return call.Command, call, nil
 	}
-	c, err = s.sessions.Background(req.Session, c)
+	c, err = s.sessions.Background(session, c)
 	return c, nil, err
 }
 

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"syscall"
 
+	"github.com/sandbox-executor/sandbox-executor/executor"
 	"github.com/sandbox-executor/sandbox-executor/procs"
 	"github.com/sandbox-executor/sandbox-executor/terminals"
 )
@@ -16,24 +17,35 @@ const maxTerminalSize = 1000
 
 // terminalRequest is the body of /start_terminal.
 type terminalRequest struct {
-	Cmd  string            `json:"cmd"`
-	Cwd  string            `json:"cwd"`
-	Env  map[string]string `json:"env"`
-	Cols *int              `json:"cols"`
-	Rows *int              `json:"rows"`
+	Cmd     string            `json:"cmd"`
+	Cwd     string            `json:"cwd"`
+	Env     map[string]string `json:"env"`
+	Cols    *int              `json:"cols"`
+	Rows    *int              `json:"rows"`
+	Session string            `json:"session"` // start from a session's state, as /start_process does
+	User    stringOrNumber    `json:"user"`    // run as that user (a name or a uid)
 }
 
 // spec validates req and returns the terminal it asks for. It is the one
-// place a request becomes a terminals.Spec: a session's cwd and env would
-// be laid under the request's here.
-func (req terminalRequest) spec() (terminals.Spec, error) {
-	s := terminals.Spec{Cmd: req.Cmd, Dir: req.Cwd, Env: req.Env}
+// place a request becomes a terminals.Spec: its user and session apply
+// as they do to a background process (see sessionCommand), so a
+// session's terminal starts from the session's state, commits nothing,
+// and dies with the session.
+func (s *Server) terminalSpec(req terminalRequest) (terminals.Spec, error) {
+	spec := terminals.Spec{Cmd: req.Cmd}
 	var err error
-	if s.Cols, err = terminalSize("cols", req.Cols, 80); err != nil {
-		return s, err
+	if spec.Cols, err = terminalSize("cols", req.Cols, 80); err != nil {
+		return spec, err
 	}
-	s.Rows, err = terminalSize("rows", req.Rows, 24)
-	return s, err
+	if spec.Rows, err = terminalSize("rows", req.Rows, 24); err != nil {
+		return spec, err
+	}
+	c, _, err := s.sessionCommand(req.Session, string(req.User), executor.Command{Dir: req.Cwd, Env: req.Env}, false)
+	if err != nil {
+		return spec, err
+	}
+	spec.Dir, spec.Env, spec.BaseEnv, spec.User, spec.OnStart = c.Dir, c.Env, c.BaseEnv, c.User, c.OnStart
+	return spec, nil
 }
 
 // terminalSize returns *v, or def if v is nil, as a terminal dimension:
@@ -56,7 +68,7 @@ func (s *Server) handleTerminalStart(w http.ResponseWriter, r *http.Request) err
 	if err != nil {
 		return err
 	}
-	spec, err := req.spec()
+	spec, err := s.terminalSpec(req)
 	if err != nil {
 		return err
 	}

@@ -52,7 +52,8 @@ func newTerminalServer(t *testing.T, ts termServer) (*httptest.Server, *terminal
 	}
 	terms := terminals.NewRegistry(runner, ts.terms)
 	fwd := &proxy.Forwarder{}
-	s := New(zerolog.Nop(), auth, Deps{Runner: runner, Procs: reg, Forwarder: fwd, Terminals: terms}, ts.cfg)
+	s := New(zerolog.Nop(), auth, Deps{Runner: runner, Procs: reg, Forwarder: fwd, Terminals: terms,
+		Sessions: newTestSessions(t, runner)}, ts.cfg)
 	// httptest's Close does not wait for the handlers of hijacked
 	// connections: handlers counts them, so that every WebSocket handler
 	// has returned (and its exchange been checked) when the test ends.

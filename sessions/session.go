@@ -4,7 +4,6 @@ import (
 	"context"
 	"os"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/sandbox-executor/sandbox-executor/executor"
@@ -77,7 +76,7 @@ func (s *Session) track(p *executor.Process) {
 	s.mu.Lock()
 	if s.deleted {
 		s.mu.Unlock()
-		_ = p.Signal(syscall.SIGKILL)
+		_ = p.Kill()
 		return
 	}
 	if len(s.procs) >= s.pruneAt {
@@ -113,7 +112,9 @@ func (s *Session) destroy(ctx context.Context) error {
 }
 
 // kill marks s deleted and sends SIGKILL to every process group started
-// in it. It returns the processes, for cleanUp.
+// in it, and to every process of the terminals started in it (an
+// interactive shell puts each job in a group of its own). It returns the
+// processes, for cleanUp.
 func (s *Session) kill() []*executor.Process {
 	s.mu.Lock()
 	s.deleted = true
@@ -121,7 +122,7 @@ func (s *Session) kill() []*executor.Process {
 	s.procs = nil
 	s.mu.Unlock()
 	for _, p := range procs {
-		_ = p.Signal(syscall.SIGKILL) // ErrFinished for a group already empty
+		_ = p.Kill() // ErrFinished for a group already empty
 	}
 	return procs
 }

@@ -93,9 +93,15 @@ type Spec struct {
 	// environment), else /bin/bash if present, else /bin/sh.
 	Cmd string
 	Dir string // working directory; empty means the agent's own
-	// Env is added to the runner's environment. TERM is xterm-256color
-	// unless Env sets it.
-	Env        map[string]string
+	// Env is added to BaseEnv, else to the runner's environment. TERM is
+	// xterm-256color unless Env sets it.
+	Env map[string]string
+	// BaseEnv, User and OnStart mean what they mean on executor.Command:
+	// a session's terminal gets its whole environment, its user, and is
+	// tracked by it (see sessions.Registry.Background).
+	BaseEnv    []string
+	User       *executor.User
+	OnStart    func(*executor.Process)
 	Cols, Rows uint16 // initial size; zero means 80 and 24
 }
 
@@ -174,7 +180,8 @@ func (r *Registry) command(s Spec) executor.TTYCommand {
 	for k, v := range s.Env {
 		env[k] = v
 	}
-	c := executor.TTYCommand{Dir: s.Dir, Env: env, Cols: s.Cols, Rows: s.Rows}
+	c := executor.TTYCommand{Dir: s.Dir, Env: env, BaseEnv: s.BaseEnv, User: s.User, OnStart: s.OnStart,
+		Cols: s.Cols, Rows: s.Rows}
 	if c.Cols == 0 {
 		c.Cols = 80
 	}
@@ -188,17 +195,20 @@ func (r *Registry) command(s Spec) executor.TTYCommand {
 		}
 		c.Args = []string{shell, "-c", s.Cmd}
 	} else {
-		c.Args = []string{r.loginShell(s.Env), "-i"}
+		c.Args = []string{r.loginShell(s.Env, s.BaseEnv), "-i"}
 	}
 	return c
 }
 
-// loginShell returns $SHELL (from env, else the runner's environment) if
-// it is an executable file, else /bin/bash if present, else /bin/sh.
-func (r *Registry) loginShell(env map[string]string) string {
+// loginShell returns $SHELL (from env, else base, else the runner's
+// environment) if it is an executable file, else /bin/bash if present,
+// else /bin/sh.
+func (r *Registry) loginShell(env map[string]string, base []string) string {
 	shell, ok := env["SHELL"]
 	if !ok {
-		base := r.runner.Env
+		if base == nil {
+			base = r.runner.Env
+		}
 		if base == nil {
 			base = os.Environ()
 		}

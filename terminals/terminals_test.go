@@ -407,8 +407,10 @@ func TestLoginShell(t *testing.T) {
 		fallback = "/bin/bash"
 	}
 	r := NewRegistry(&executor.Runner{Env: []string{"SHELL=/bin/sh"}}, Options{})
-	assert.Equal(t, "/bin/sh", r.loginShell(nil), "the agent's $SHELL")
-	assert.Equal(t, fallback, r.loginShell(map[string]string{"SHELL": "/no/such/shell"}), "the request's $SHELL first")
+	assert.Equal(t, "/bin/sh", r.loginShell(nil, nil), "the agent's $SHELL")
+	assert.Equal(t, fallback, r.loginShell(map[string]string{"SHELL": "/no/such/shell"}, nil), "the request's $SHELL first")
+	assert.Equal(t, fallback, r.loginShell(nil, []string{"SHELL=/no/such/shell"}), "a session's $SHELL before the agent's")
 	r = NewRegistry(&executor.Runner{Env: []string{}}, Options{})
-	assert.Equal(t, fallback, r.loginShell(nil))
+	assert.Equal(t, fallback, r.loginShell(nil, nil))
+	assert.Equal(t, "/bin/sh", r.loginShell(nil, []string{"SHELL=/bin/sh"}), "a session's $SHELL")
 }
