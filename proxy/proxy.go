@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -83,6 +84,32 @@ type Forwarder struct {
 	// wg counts running Serve calls; each Serve waits for its own
 	// connection goroutines, so waiting for wg waits for all of them.
 	wg sync.WaitGroup
+
+	// The counters of Stats.
+	forwarded  atomic.Uint64 // connections tracked for forwarding
+	dialFailed atomic.Uint64
+	bytesIn    atomic.Uint64 // from clients to the bound port
+	bytesOut   atomic.Uint64 // from the bound port to clients
+}
+
+// Stats are a Forwarder's counts, for metrics.
+type Stats struct {
+	Open       int    // connections being forwarded now
+	Total      uint64 // connections accepted for forwarding since the Forwarder was created
+	DialFailed uint64 // of those, the ones whose dial to the bound port failed
+	// BytesIn counts the bytes from clients to the bound port, BytesOut
+	// those back. A connection's bytes are counted as they pass, in
+	// chunks of at most copyChunk.
+	BytesIn, BytesOut uint64
+}
+
+// Stats returns the Forwarder's counts now.
+func (f *Forwarder) Stats() Stats {
+	f.mu.Lock()
+	open := len(f.conns)
+	f.mu.Unlock()
+	return Stats{Open: open, Total: f.forwarded.Load(), DialFailed: f.dialFailed.Load(),
+		BytesIn: f.bytesIn.Load(), BytesOut: f.bytesOut.Load()}
 }
 
 // conn is one forwarded connection. The Forwarder's mu guards backend.
@@ -314,6 +341,7 @@ func (f *Forwarder) track(client net.Conn) (context.Context, *conn, int, bool) {
 		f.conns = make(map[*conn]struct{})
 	}
 	f.conns[c] = struct{}{}
+	f.forwarded.Add(1)
 	return ctx, c, f.port, true
 }
 
@@ -349,6 +377,7 @@ func (f *Forwarder) forward(ctx context.Context, wg *sync.WaitGroup, c *conn, po
 	backend, err := dialLoopback(ctx, port)
 	if err != nil {
 		if !errors.Is(ctx.Err(), context.Canceled) { // canceled: Unbind or Close, not a failure
+			f.dialFailed.Add(1)
 			f.Log.Warn().Err(err).Int("port", port).Msg("proxy: dial failed")
 		}
 		return
@@ -358,8 +387,8 @@ func (f *Forwarder) forward(ctx context.Context, wg *sync.WaitGroup, c *conn, po
 		return
 	}
 	errc := make(chan error, 2) // one slot per sender, so neither copier can leak
-	go proxyCopy(errc, backend, c.client)
-	go proxyCopy(errc, c.client, backend)
+	go proxyCopy(errc, backend, c.client, &f.bytesIn)
+	go proxyCopy(errc, c.client, backend, &f.bytesOut)
 	if err := <-errc; err != nil {
 		// A reset, or a close by Unbind or Close: the other copy may be
 		// blocked on a peer that will never send, so close both sides.
@@ -384,16 +413,32 @@ func dialLoopback(ctx context.Context, port int) (net.Conn, error) {
 	return c, nil
 }
 
-// proxyCopy copies src to dst, then half-closes dst so the peer sees EOF
-// while the other direction goes on. src and dst are the *net.TCPConn
-// values from Accept and Dial, unwrapped, so that io.Copy reaches
-// TCPConn.ReadFrom and Linux moves the bytes with splice(2).
+// copyChunk is the most bytes a connection moves before its count is
+// added to the Forwarder's: one splice(2) loop per chunk, so that a
+// long-lived connection shows in the byte counts as it goes.
+const copyChunk = 1 << 20
+
+// proxyCopy copies src to dst, adding what it copies to count, then
+// half-closes dst so the peer sees EOF while the other direction goes on.
+// src and dst are the *net.TCPConn values from Accept and Dial, unwrapped,
+// so that io.Copy reaches TCPConn.ReadFrom and Linux moves the bytes with
+// splice(2), which it does through an io.LimitedReader too.
 //
 // proxyCopy runs in its own goroutine; it ends when src reaches EOF or
 // either side fails or is closed. It is a named function so goroutine
 // dumps show what each copy is.
-func proxyCopy(errc chan<- error, dst, src net.Conn) {
-	_, err := io.Copy(dst, src)
+func proxyCopy(errc chan<- error, dst, src net.Conn, count *atomic.Uint64) {
+	var err error
+	chunk := &io.LimitedReader{R: src}
+	for {
+		chunk.N = copyChunk
+		var n int64
+		n, err = io.Copy(dst, chunk)
+		count.Add(uint64(n))
+		if err != nil || n < copyChunk { // io.Copy's nil error at n < copyChunk is src's EOF
+			break
+		}
+	}
 	if cw, ok := dst.(interface{ CloseWrite() error }); ok {
 		cw.CloseWrite()
 	}
