@@ -60,9 +60,9 @@ func (s *Server) wrap(h apiFunc) http.Handler {
 }
 
 // writeError is the one place that turns an error into a response. The
-// details of a 500 go to the log, never to the client. Once a stream has
-// started, the status is sent and nothing more can be said, so it only
-// logs.
+// details of a 500 go to the log, never to the client; the reason of a
+// 4xx goes to the log at debug level. Once a stream has started, the
+// status is sent and nothing more can be said, so it only logs.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	code, msg := http.StatusInternalServerError, "internal error"
 	var extra map[string]any
@@ -103,11 +103,15 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		if he != nil && he.cause != nil {
 			logged = he.cause
 		}
-		s.log.Error().Err(logged).Str("path", r.URL.Path).Msg("request failed")
+		s.log.Error().Err(logged).Str("request_id", requestID(w)).Str("path", r.URL.Path).Msg("request failed")
 	}
 	if rec, ok := w.(*recorder); ok && rec.status != 0 {
-		s.log.Debug().Err(err).Str("path", r.URL.Path).Msg("error after the response started")
+		s.log.Debug().Err(err).Str("request_id", rec.id).Str("path", r.URL.Path).Msg("error after the response started")
 		return
+	}
+	if code < 500 {
+		s.log.Debug().Str("request_id", requestID(w)).Int("status", code).Str("error", msg).
+			Str("path", r.URL.Path).Msg("request refused")
 	}
 	if bodyUnread(w, r) {
 		closeAfterReply(w)

@@ -48,4 +48,9 @@ func (s *Server) routes() {
 	r.Handle("/resize_terminal", s.wrap(s.handleTerminalResize)).Methods(post)
 	r.Handle("/kill_terminal", s.wrap(s.handleTerminalKill)).Methods(post)
 	r.Handle("/terminal_ws", s.wrap(s.handleTerminalWS)).Methods(get)
+
+	// Metrics (metrics.go, stats.go): /metrics is open with
+	// Config.MetricsOpen, /stats never.
+	r.Handle("/metrics", s.handleMetrics()).Methods(get)
+	r.Handle("/stats", s.wrap(s.handleStats)).Methods(get)
 }

@@ -7,8 +7,10 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"path"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/gorilla/mux"
@@ -20,6 +22,7 @@ import (
 	"github.com/sandbox-executor/sandbox-executor/sessions"
 	"github.com/sandbox-executor/sandbox-executor/sse"
 	"github.com/sandbox-executor/sandbox-executor/terminals"
+	"github.com/sandbox-executor/sandbox-executor/stats"
 )
 
 // Config holds the settings of the HTTP face. Zero fields take defaults.
@@ -55,6 +58,9 @@ type Config struct {
 	APIPort int
 	// Version is reported by /health.
 	Version string
+	// MetricsOpen serves GET /metrics without a token, for a scraper on
+	// a trusted network. Every other endpoint still needs one.
+	MetricsOpen bool
 }
 
 // Deps are the parts of the agent a Server drives. Every field is
@@ -66,6 +72,9 @@ type Deps struct {
 	Forwarder *proxy.Forwarder    // the TCP proxy behind /bind_port
 	Terminals *terminals.Registry // terminals, driven over /terminal_ws
 	Sessions  *sessions.Registry  // sessions, for /create_session and the commands that name one
+	// Resources reads the sandbox's resources for /metrics and /stats.
+	// If nil, it is stats.New of the agent's working directory.
+	Resources *stats.Reader
 }
 
 // Server serves the API. Create it with New.
@@ -77,6 +86,9 @@ type Server struct {
 	fwd      *proxy.Forwarder
 	terms    *terminals.Registry
 	sessions *sessions.Registry
+	res      *stats.Reader
+	metrics  *metrics
+	ids      requestIDs
 	cfg      Config
 	router   *mux.Router
 	handler  http.Handler
@@ -104,16 +116,31 @@ func New(log zerolog.Logger, auth *Auth, deps Deps, cfg Config) *Server {
 	s := &Server{log: log, auth: auth, runner: deps.Runner, procs: deps.Procs, fwd: deps.Forwarder,
 		terms: deps.Terminals, sessions: deps.Sessions, cfg: cfg,
 		router: mux.NewRouter().SkipClean(true), started: time.Now()} // routePath cleans
+	if s.res = deps.Resources; s.res == nil {
+		wd, _ := os.Getwd() // "" if the directory is gone: Disk then fails, and is left out
+		s.res = stats.New(wd)
+	}
+	s.ids = newRequestIDs()
+	s.metrics = newMetrics(s)
 	s.routes()
+	// Labels every matched request with its route's template, for the
+	// metrics; the routes of subrouters too.
+	s.router.Use(s.labelRoute)
 	// Access logging sees every request, including 401s, 404s and 405s;
 	// authentication guards the whole router rather than a subrouter,
 	// because mux does not run subrouter middleware for 404 and 405.
-	s.handler = s.logRequests(s.routePath(s.requireToken(s.router)))
+	s.handler = s.access(s.routePath(s.requireToken(s.router)))
 	return s
 }
 
-// newStream opens an event stream on w; see sse.NewWriter.
+// newStream opens an event stream on w; see sse.NewWriter. The stream
+// counts in the metrics until its handler returns.
 func (s *Server) newStream(w http.ResponseWriter) *sse.Writer {
+	if rec, ok := w.(*recorder); ok && rec.streamBytes == nil {
+		rec.streamBytes = &s.metrics.streamBytes
+		s.metrics.streamsOpen.Add(1)
+		s.metrics.streamsTotal.Add(1)
+	}
 	sw := sse.NewWriter(w)
 	sw.StallTimeout = s.cfg.StallTimeout
 	return sw
@@ -177,6 +204,11 @@ type recorder struct {
 	http.ResponseWriter
 	status int
 	bytes  int64
+	id     string // the request's id, for every log line about it
+	route  string // the template of the route that matched; "" if none did
+	// streamBytes, set by newStream, also counts what is written: the
+	// response is an event stream.
+	streamBytes *atomic.Uint64
 	// bodyRead is set by decode once the request body has been read to
 	// its end: an error reply can then keep the connection.
 	bodyRead bool
@@ -197,6 +229,9 @@ func (rec *recorder) Write(b []byte) (int, error) {
 	}
 	n, err := rec.ResponseWriter.Write(b)
 	rec.bytes += int64(n)
+	if rec.streamBytes != nil {
+		rec.streamBytes.Add(uint64(n))
+	}
 	return n, err
 }
 
@@ -208,25 +243,12 @@ func (rec *recorder) ReadFrom(src io.Reader) (int64, error) {
 	}
 	n, err := io.Copy(rec.ResponseWriter, src)
 	rec.bytes += n
+	if rec.streamBytes != nil {
+		rec.streamBytes.Add(uint64(n))
+	}
 	return n, err
 }
 
 // Unwrap lets http.ResponseController reach the connection's Flush and
 // deadlines.
 func (rec *recorder) Unwrap() http.ResponseWriter { return rec.ResponseWriter }
-
-// logRequests writes one access-log line per request, at debug level for
-// successes and info for failures.
-func (s *Server) logRequests(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		start := time.Now()
-		rec := &recorder{ResponseWriter: w, bodyTimeout: s.cfg.BodyTimeout}
-		next.ServeHTTP(rec, r)
-		ev := s.log.Debug()
-		if rec.status >= 400 {
-			ev = s.log.Info()
-		}
-		ev.Str("method", r.Method).Str("path", r.URL.Path).Int("status", rec.status).
-			Int64("bytes", rec.bytes).Dur("duration", time.Since(start)).Msg("request")
-	})
-}
