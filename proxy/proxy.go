@@ -239,7 +239,7 @@ func (f *Forwarder) Serve(ln net.Listener) error {
 			// Out of file descriptors or buffers: wait for connections
 			// to end instead of spinning, as net/http's Server does.
 			backoff = min(max(2*backoff, 5*time.Millisecond), maxAcceptBackoff)
-			f.Log.Warn().Err(err).Dur("retry_in", backoff).Msg("proxy: accept failed")
+			f.Log.Warn().Err(err).Float64("retry_in_ms", float64(backoff.Milliseconds())).Msg("proxy: accept failed")
 			if !f.sleep(backoff) {
 				return nil
 			}

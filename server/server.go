@@ -21,8 +21,8 @@ import (
 	"github.com/sandbox-executor/sandbox-executor/proxy"
 	"github.com/sandbox-executor/sandbox-executor/sessions"
 	"github.com/sandbox-executor/sandbox-executor/sse"
-	"github.com/sandbox-executor/sandbox-executor/terminals"
 	"github.com/sandbox-executor/sandbox-executor/stats"
+	"github.com/sandbox-executor/sandbox-executor/terminals"
 )
 
 // Config holds the settings of the HTTP face. Zero fields take defaults.

@@ -31,23 +31,25 @@ const (
 // the flag is given, else from the first non-empty environment variable of
 // its list, else from its default.
 type config struct {
-	secret     string // empty if not set
-	authMode   string // authStatic or authPool
-	secretPath string // where pool mode persists the claimed secret
-	apiAddr    string // host:port for the API; ":3030" listens on every interface
-	proxyAddr  string // host:port for the TCP proxy
-	logLevel   zerolog.Level
-	basePath   string        // empty serves at the root only
-	keepAlive  time.Duration // always positive
-	stall      time.Duration // always positive
-	bodyTime   time.Duration // always positive
-	unauthTime time.Duration // always positive
-	maxConns   int           // 0: server.Config's default, from the fd limit
-	maxCmds    int           // running commands of every kind; 0: executor.Runner's default
-	maxProcs   int           // running background processes; 0: procs.Options' default
-	logBudget  int           // bytes of retained log lines in all; 0: procs.Options' default
-	version    bool          // -version: print the version and exit
-	command    []string      // the sandbox's main command, after "--"; nil if none
+	secret      string // empty if not set
+	authMode    string // authStatic or authPool
+	secretPath  string // where pool mode persists the claimed secret
+	apiAddr     string // host:port for the API; ":3030" listens on every interface
+	proxyAddr   string // host:port for the TCP proxy
+	logLevel    zerolog.Level
+	logFormat   string        // logJSON or logConsole
+	basePath    string        // empty serves at the root only
+	keepAlive   time.Duration // always positive
+	stall       time.Duration // always positive
+	bodyTime    time.Duration // always positive
+	unauthTime  time.Duration // always positive
+	maxConns    int           // 0: server.Config's default, from the fd limit
+	maxCmds     int           // running commands of every kind; 0: executor.Runner's default
+	maxProcs    int           // running background processes; 0: procs.Options' default
+	logBudget   int           // bytes of retained log lines in all; 0: procs.Options' default
+	metricsOpen bool          // GET /metrics without a token
+	version     bool          // -version: print the version and exit
+	command     []string      // the sandbox's main command, after "--"; nil if none
 }
 
 // configParser holds the state of one parseConfig call.
@@ -77,6 +79,8 @@ func parseConfig(args []string, getenv func(string) string, output io.Writer) (c
 	fs.String("proxy-port", strconv.Itoa(defaultProxyPort), "TCP proxy `port` on every interface (env SANDBOX_PROXY_PORT, then PROXY_PORT)")
 	fs.String("proxy-addr", "", "TCP proxy `host:port`; overrides -proxy-port and its env")
 	fs.String("log-level", "info", "`level`: trace, debug, info, warn or error (env LOG_LEVEL)")
+	fs.String("log-format", logJSON, "`format` of log lines: json, or console for a person at a terminal (env LOG_FORMAT)")
+	fs.Bool("metrics-open", false, "serve GET /metrics without a token, for a Prometheus scraper on a trusted network (env SANDBOX_METRICS_OPEN=true); every other endpoint still needs one")
 	fs.String("base-path", "", "also serve the API under this `prefix`, e.g. /koyeb-sandbox (env BASE_PATH)")
 	fs.String("keepalive", defaultKeepAlive.String(), "`interval` of the comment sent on idle event streams (env SSE_KEEPALIVE)")
 	fs.String("stall-timeout", defaultStallTimeout.String(), "`duration` an event stream's client may accept nothing for before it counts as gone (env SSE_STALL_TIMEOUT)")
@@ -150,6 +154,16 @@ func (p *configParser) config() (config, error) {
 	var ok bool
 	if c.logLevel, ok = parseLevel(level); !ok {
 		return c, fmt.Errorf("invalid log level %q (from %s): want trace, debug, info, warn or error", level, from)
+	}
+	format, from := p.value("log-format", "LOG_FORMAT")
+	switch c.logFormat = strings.ToLower(strings.TrimSpace(format)); c.logFormat {
+	case logJSON, logConsole:
+	default:
+		return c, fmt.Errorf("invalid log format %q (from %s): want json or console", format, from)
+	}
+	open, from := p.value("metrics-open", "SANDBOX_METRICS_OPEN")
+	if c.metricsOpen, err = strconv.ParseBool(strings.TrimSpace(open)); err != nil {
+		return c, fmt.Errorf("invalid metrics-open %q (from %s): want true or false", open, from)
 	}
 	if c.keepAlive, err = p.duration("keepalive", "SSE_KEEPALIVE", "15s"); err != nil {
 		return c, err

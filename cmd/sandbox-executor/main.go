@@ -24,8 +24,9 @@ import (
 	"github.com/sandbox-executor/sandbox-executor/procs"
 	"github.com/sandbox-executor/sandbox-executor/proxy"
 	"github.com/sandbox-executor/sandbox-executor/server"
-	"github.com/sandbox-executor/sandbox-executor/terminals"
 	"github.com/sandbox-executor/sandbox-executor/sessions"
+	"github.com/sandbox-executor/sandbox-executor/stats"
+	"github.com/sandbox-executor/sandbox-executor/terminals"
 )
 
 // version is reported by -version and /health. It is a variable, the one
@@ -43,7 +44,7 @@ const (
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := notifySignals(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	err := run(ctx, os.Args[1:], os.Getenv, os.Stderr)
 	var exit exitCodeError
@@ -101,7 +102,7 @@ func (o options) run(ctx context.Context, args []string, getenv func(string) str
 		_, err := fmt.Fprintln(o.out(), "sandbox-executor", version)
 		return err
 	}
-	log := zerolog.New(stderr).Level(cfg.logLevel).With().Timestamp().Logger()
+	log := newLogger(stderr, cfg.logLevel, cfg.logFormat)
 	// Auth fails on configuration only, so it comes before anything that
 	// would have to be undone.
 	auth, err := newAuth(cfg)
@@ -125,14 +126,18 @@ func (o options) run(ctx context.Context, args []string, getenv func(string) str
 		proxyLn.Close()
 		return fmt.Errorf("sessions: %w", err)
 	}
-	popts := procs.Options{MaxRunning: cfg.maxProcs, MaxTotalBytes: cfg.logBudget}
+	popts := procs.Options{MaxRunning: cfg.maxProcs, MaxTotalBytes: cfg.logBudget, Log: log}
 	reg := procs.NewRegistry(runner, popts)
 	terms := terminals.NewRegistry(runner, terminals.Options{})
 	o.setMemoryLimit(log, getenv, reg.LogBudget())
 	// The agent's own ports are never forwarded to: the proxy bound to
 	// itself would loop on its first connection.
 	fwd := &proxy.Forwarder{Log: log, Reserved: []int{apiPort, proxyPort}}
-	api := server.New(log, auth, server.Deps{Runner: runner, Procs: reg, Forwarder: fwd, Terminals: terms, Sessions: sess}, server.Config{
+	// Disk metrics describe the file system of the working directory, which
+	// commands start in unless they name another.
+	wd, _ := os.Getwd()
+	deps := server.Deps{Runner: runner, Procs: reg, Forwarder: fwd, Terminals: terms, Sessions: sess, Resources: stats.New(wd)}
+	api := server.New(log, auth, deps, server.Config{
 		BasePath:      cfg.basePath,
 		KeepAlive:     cfg.keepAlive,
 		StallTimeout:  cfg.stall,
@@ -142,6 +147,7 @@ func (o options) run(ctx context.Context, args []string, getenv func(string) str
 		ProxyPort:     proxyPort,
 		APIPort:       apiPort,
 		Version:       version,
+		MetricsOpen:   cfg.metricsOpen,
 	})
 	// Every request's context derives from baseCtx. Cancelling it at
 	// shutdown kills the process groups of /run commands in flight, ends
@@ -178,7 +184,7 @@ func (o options) run(ctx context.Context, args []string, getenv func(string) str
 	}
 	ev := log.Info().Str("api", apiLn.Addr().String()).Str("proxy", proxyLn.Addr().String()).
 		Str("auth_mode", cfg.authMode).Str("base_path", cfg.basePath).Int("max_conns", apiConns.Max()).
-		Str("version", version)
+		Bool("metrics_open", cfg.metricsOpen).Str("version", version)
 	if cfg.authMode == authPool {
 		ev = ev.Bool("claimed", auth.Claimed())
 	}
@@ -210,7 +216,11 @@ func (o options) run(ctx context.Context, args []string, getenv func(string) str
 	if err == nil {
 		select {
 		case <-ctx.Done():
-			log.Info().Msg("shutting down")
+			ev := log.Info()
+			if sig := shutdownSignal(ctx); sig != "" {
+				ev = ev.Str("signal", sig)
+			}
+			ev.Msg("shutting down")
 		case <-childDone:
 			log.Info().Int("code", child.code).Msg("main command exited; shutting down")
 		case err = <-serveErr:
@@ -339,7 +349,7 @@ func shutdown(log zerolog.Logger, cancelBase context.CancelFunc, srv *http.Serve
 	if n := runner.KillAll(); n > 0 {
 		log.Info().Int("groups", n).Msg("killed what finished commands left running")
 	}
-	log.Info().Dur("duration", time.Since(start)).Msg("stopped")
+	log.Info().Float64("duration_ms", float64(time.Since(start).Microseconds())/1000).Msg("stopped")
 }
 
 // warnWriter logs net/http's error-log lines (TLS handshake failures,
