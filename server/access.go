@@ -67,7 +67,7 @@ func (s *Server) access(next http.Handler) http.Handler {
 		start := time.Now()
 		rec := &recorder{ResponseWriter: w, bodyTimeout: s.cfg.BodyTimeout, id: s.ids.of(r)}
 		w.Header().Set(requestIDHeader, rec.id)
-		s.metrics.inFlight.Inc()
+		s.metrics.inFlight.Add(1)
 		completed := false
 		// Deferred so that a panic is logged too; it is not recovered:
 		// net/http aborts the connection, and logs the stack of any panic
@@ -82,7 +82,7 @@ func (s *Server) access(next http.Handler) http.Handler {
 // access log. aborted is set if its handler panicked.
 func (s *Server) requestDone(rec *recorder, r *http.Request, took time.Duration, aborted bool) {
 	m := s.metrics
-	m.inFlight.Dec()
+	m.inFlight.Add(-1)
 	if rec.streamBytes != nil {
 		m.streamsOpen.Add(-1)
 	}
@@ -90,7 +90,7 @@ func (s *Server) requestDone(rec *recorder, r *http.Request, took time.Duration,
 	if route == "" {
 		route = routeUnmatched
 	}
-	m.observe(route, r.Method, rec.status, took.Seconds())
+	m.observe(route, r.Method, rec.status, took)
 
 	ev := s.log.Debug()
 	if rec.status >= 400 || aborted {

@@ -1,12 +1,13 @@
 package server
 
 import (
+	"cmp"
 	"net/http"
+	"slices"
 	"strconv"
+	"sync"
 	"sync/atomic"
-
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
+	"time"
 )
 
 // routeUnmatched is the route label of a request that matched no route: an
@@ -18,56 +19,75 @@ const routeUnmatched = "unmatched"
 // panic (http.ErrAbortHandler) before sending a status.
 const codeAborted = "aborted"
 
-// metrics holds what /metrics reports, on a registry of the Server's own.
-// Per request, the access middleware adds to the request counters and
-// histogram; the counts of event streams are atomics; everything else is
-// read when /metrics is scraped (see stateCollector and
-// resourceCollector), so nothing on a hot path takes a lock for metrics.
-type metrics struct {
-	reg      *prometheus.Registry
-	requests *prometheus.CounterVec   // by route, method and code
-	duration *prometheus.HistogramVec // by route and method
-	inFlight prometheus.Gauge
+// durationBounds are the upper bounds, in seconds, of the request
+// duration histogram's buckets: from a /health to a long event stream.
+// Nothing writes it.
+var durationBounds = [...]float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300}
 
+// metrics holds the counts /metrics reports that are not read from the
+// agent's parts at scrape time: requests, and event streams. A request
+// costs a read lock, to find its counters, and atomic adds.
+type metrics struct {
+	// mu guards requests and durations. The maps only grow, by one entry
+	// the first time a set of labels is seen; the counters in them are
+	// atomics, added to under the read lock.
+	mu        sync.RWMutex
+	requests  map[requestKey]*atomic.Uint64
+	durations map[routeKey]*histogram
+
+	inFlight     atomic.Int64  // requests being served
 	streamsOpen  atomic.Int64  // event streams open now
 	streamsTotal atomic.Uint64 // event streams opened
 	streamBytes  atomic.Uint64 // bytes written to event streams
 }
 
-// newMetrics returns the metrics of s, which must have its dependencies
-// set: the collectors read them at every scrape.
-func newMetrics(s *Server) *metrics {
-	m := &metrics{
-		reg: prometheus.NewRegistry(),
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "sandbox_http_requests_total",
-			Help: "API requests served, by route template (\"unmatched\" for none), method and status code (\"aborted\" if none was sent).",
-		}, []string{"route", "method", "code"}),
-		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "sandbox_http_request_duration_seconds",
-			Help:    "Time from a request's arrival to the end of its reply (of the whole stream, for event streams), by route template and method.",
-			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300},
-		}, []string{"route", "method"}),
-		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "sandbox_http_requests_in_flight",
-			Help: "API requests being served now, event streams included.",
-		}),
-	}
-	m.reg.MustRegister(m.requests, m.duration, m.inFlight,
-		newStateCollector(s), newResourceCollector(s.res),
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	return m
+// requestKey labels a request counter. status 0 is codeAborted.
+type requestKey struct {
+	route, method string
+	status        int
+}
+
+// routeKey labels a duration histogram.
+type routeKey struct{ route, method string }
+
+// histogram counts durations per bucket of durationBounds; the last count
+// is the +Inf bucket.
+type histogram struct {
+	counts [len(durationBounds) + 1]atomic.Uint64
+	sumNS  atomic.Uint64 // the sum of the durations, in nanoseconds
+}
+
+func newMetrics() *metrics {
+	return &metrics{requests: map[requestKey]*atomic.Uint64{}, durations: map[routeKey]*histogram{}}
 }
 
 // observe records a served request.
-func (m *metrics) observe(route, method string, status int, seconds float64) {
-	method = methodLabel(method)
-	code := codeAborted
-	if status != 0 {
-		code = strconv.Itoa(status)
+func (m *metrics) observe(route, method string, status int, took time.Duration) {
+	rk := requestKey{route, methodLabel(method), status}
+	dk := routeKey{rk.route, rk.method}
+	m.mu.RLock()
+	n, h := m.requests[rk], m.durations[dk]
+	m.mu.RUnlock()
+	if n == nil || h == nil {
+		m.mu.Lock()
+		if n = m.requests[rk]; n == nil {
+			n = new(atomic.Uint64)
+			m.requests[rk] = n
+		}
+		if h = m.durations[dk]; h == nil {
+			h = new(histogram)
+			m.durations[dk] = h
+		}
+		m.mu.Unlock()
 	}
-	m.requests.WithLabelValues(route, method, code).Inc()
-	m.duration.WithLabelValues(route, method).Observe(seconds)
+	n.Add(1)
+	s := took.Seconds()
+	i := 0
+	for i < len(durationBounds) && s > durationBounds[i] {
+		i++
+	}
+	h.counts[i].Add(1)
+	h.sumNS.Add(uint64(max(took, 0)))
 }
 
 // methodLabel returns method if it is one of HTTP's, else "other": a
@@ -81,84 +101,86 @@ func methodLabel(method string) string {
 	return "other"
 }
 
-// stateCollector reports the state of the agent's parts, read at scrape
-// time.
-type stateCollector struct {
-	s *Server
+// writeRequests writes the request families, their samples in a stable
+// order.
+func (m *metrics) writeRequests(e *exposition) {
+	type req struct {
+		k requestKey
+		n uint64
+	}
+	type dur struct {
+		k      routeKey
+		counts []uint64
+		sum    float64
+	}
+	m.mu.RLock()
+	reqs := make([]req, 0, len(m.requests))
+	for k, n := range m.requests {
+		reqs = append(reqs, req{k, n.Load()})
+	}
+	durs := make([]dur, 0, len(m.durations))
+	for k, h := range m.durations {
+		d := dur{k: k, counts: make([]uint64, len(h.counts)), sum: float64(h.sumNS.Load()) / 1e9}
+		for i := range h.counts {
+			d.counts[i] = h.counts[i].Load()
+		}
+		durs = append(durs, d)
+	}
+	m.mu.RUnlock()
+	slices.SortFunc(reqs, func(a, b req) int {
+		return cmp.Or(cmp.Compare(a.k.route, b.k.route), cmp.Compare(a.k.method, b.k.method), cmp.Compare(a.k.status, b.k.status))
+	})
+	slices.SortFunc(durs, func(a, b dur) int {
+		return cmp.Or(cmp.Compare(a.k.route, b.k.route), cmp.Compare(a.k.method, b.k.method))
+	})
 
-	commandsRunning, commandsLimit                                 *prometheus.Desc
-	procsRunning, procsFinished, procsStarted, procsLimit          *prometheus.Desc
-	logBytes, logBudget                                            *prometheus.Desc
-	streamsOpen, streamsTotal, streamBytes                         *prometheus.Desc
-	proxyOpen, proxyTotal, proxyDialFailed, proxyBytes, proxyBound *prometheus.Desc
+	const requests = "sandbox_http_requests_total"
+	e.family(requests, typeCounter, `API requests served, by route template ("unmatched" for none), method and status code ("aborted" if none was sent).`)
+	for _, r := range reqs {
+		code := codeAborted
+		if r.k.status != 0 {
+			code = strconv.Itoa(r.k.status)
+		}
+		e.sample(requests, float64(r.n), label{"route", r.k.route}, label{"method", r.k.method}, label{"code", code})
+	}
+	const duration = "sandbox_http_request_duration_seconds"
+	e.family(duration, typeHistogram, "Time from a request's arrival to the end of its reply (of the whole stream, for event streams), by route template and method.")
+	for _, d := range durs {
+		e.histogram(duration, durationBounds[:], d.counts, d.sum, label{"route", d.k.route}, label{"method", d.k.method})
+	}
+	e.one("sandbox_http_requests_in_flight", typeGauge, "API requests being served now, event streams included.", float64(m.inFlight.Load()))
 }
 
-func newStateCollector(s *Server) *stateCollector {
-	d := func(name, help string, labels ...string) *prometheus.Desc {
-		return prometheus.NewDesc(name, help, labels, nil)
-	}
-	return &stateCollector{
-		s:               s,
-		commandsRunning: d("sandbox_commands_running", "Commands running now, of every kind: /run, /run_streaming and background processes."),
-		commandsLimit:   d("sandbox_commands_limit", "The cap on commands running at once; past it, 503."),
-		procsRunning:    d("sandbox_processes_running", "Background processes running now."),
-		procsFinished:   d("sandbox_processes_finished", "Finished background processes still listed."),
-		procsStarted:    d("sandbox_processes_started_total", "Background processes started."),
-		procsLimit:      d("sandbox_processes_limit", "The cap on background processes running at once; past it, 503."),
-		logBytes:        d("sandbox_process_log_bytes", "Memory held by the retained log lines of every background process, as the log budget counts it."),
-		logBudget:       d("sandbox_process_log_bytes_limit", "The log budget: the bound on sandbox_process_log_bytes."),
-		streamsOpen:     d("sandbox_event_streams_open", "Event streams (/run_streaming, /process_logs_streaming) open now."),
-		streamsTotal:    d("sandbox_event_streams_total", "Event streams opened."),
-		streamBytes:     d("sandbox_event_stream_bytes_total", "Bytes sent on event streams."),
-		proxyOpen:       d("sandbox_proxy_connections_open", "TCP proxy connections being forwarded now."),
-		proxyTotal:      d("sandbox_proxy_connections_total", "TCP proxy connections accepted for forwarding."),
-		proxyDialFailed: d("sandbox_proxy_dial_failures_total", "TCP proxy connections whose dial to the bound port failed."),
-		proxyBytes:      d("sandbox_proxy_bytes_total", "Bytes forwarded by the TCP proxy: direction \"in\" from clients to the bound port, \"out\" back.", "direction"),
-		proxyBound:      d("sandbox_proxy_port_bound", "1 while the TCP proxy has a port bound, else 0."),
-	}
-}
+// writeState writes the state of the agent's parts, read now.
+func (s *Server) writeState(e *exposition) {
+	running, limit := s.runner.Running()
+	e.one("sandbox_commands_running", typeGauge, "Commands running now, of every kind: /run, /run_streaming and background processes.", float64(running))
+	e.one("sandbox_commands_limit", typeGauge, "The cap on commands running at once; past it, 503.", float64(limit))
 
-func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.commandsRunning, c.commandsLimit, c.procsRunning, c.procsFinished,
-		c.procsStarted, c.procsLimit, c.logBytes, c.logBudget, c.streamsOpen, c.streamsTotal, c.streamBytes,
-		c.proxyOpen, c.proxyTotal, c.proxyDialFailed, c.proxyBytes, c.proxyBound} {
-		ch <- d
-	}
-}
+	ps := s.procs.Stats()
+	e.one("sandbox_processes_running", typeGauge, "Background processes running now.", float64(ps.Running))
+	e.one("sandbox_processes_finished", typeGauge, "Finished background processes still listed.", float64(ps.Finished))
+	e.one("sandbox_processes_started_total", typeCounter, "Background processes started.", float64(ps.Started))
+	e.one("sandbox_processes_limit", typeGauge, "The cap on background processes running at once; past it, 503.", float64(ps.MaxRunning))
+	e.one("sandbox_process_log_bytes", typeGauge, "Memory held by the retained log lines of every background process, as the log budget counts it.", float64(ps.LogBytes))
+	e.one("sandbox_process_log_bytes_limit", typeGauge, "The log budget: the bound on sandbox_process_log_bytes.", float64(ps.LogBudget))
 
-func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
-	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
-	}
-	counter := func(d *prometheus.Desc, v float64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
-	}
-	running, limit := c.s.runner.Running()
-	gauge(c.commandsRunning, float64(running))
-	gauge(c.commandsLimit, float64(limit))
+	m := s.metrics
+	e.one("sandbox_event_streams_open", typeGauge, "Event streams (/run_streaming, /process_logs_streaming) open now.", float64(m.streamsOpen.Load()))
+	e.one("sandbox_event_streams_total", typeCounter, "Event streams opened.", float64(m.streamsTotal.Load()))
+	e.one("sandbox_event_stream_bytes_total", typeCounter, "Bytes sent on event streams.", float64(m.streamBytes.Load()))
 
-	ps := c.s.procs.Stats()
-	gauge(c.procsRunning, float64(ps.Running))
-	gauge(c.procsFinished, float64(ps.Finished))
-	counter(c.procsStarted, float64(ps.Started))
-	gauge(c.procsLimit, float64(ps.MaxRunning))
-	gauge(c.logBytes, float64(ps.LogBytes))
-	gauge(c.logBudget, float64(ps.LogBudget))
-
-	m := c.s.metrics
-	gauge(c.streamsOpen, float64(m.streamsOpen.Load()))
-	counter(c.streamsTotal, float64(m.streamsTotal.Load()))
-	counter(c.streamBytes, float64(m.streamBytes.Load()))
-
-	fs := c.s.fwd.Stats()
-	gauge(c.proxyOpen, float64(fs.Open))
-	counter(c.proxyTotal, float64(fs.Total))
-	counter(c.proxyDialFailed, float64(fs.DialFailed))
-	counter(c.proxyBytes, float64(fs.BytesIn), "in")
-	counter(c.proxyBytes, float64(fs.BytesOut), "out")
+	fs := s.fwd.Stats()
+	e.one("sandbox_proxy_connections_open", typeGauge, "TCP proxy connections being forwarded now.", float64(fs.Open))
+	e.one("sandbox_proxy_connections_total", typeCounter, "TCP proxy connections accepted for forwarding.", float64(fs.Total))
+	e.one("sandbox_proxy_dial_failures_total", typeCounter, "TCP proxy connections whose dial to the bound port failed.", float64(fs.DialFailed))
+	const proxyBytes = "sandbox_proxy_bytes_total"
+	e.family(proxyBytes, typeCounter, `Bytes forwarded by the TCP proxy: direction "in" from clients to the bound port, "out" back.`)
+	e.sample(proxyBytes, float64(fs.BytesIn), label{"direction", "in"})
+	e.sample(proxyBytes, float64(fs.BytesOut), label{"direction", "out"})
 	bound := 0.0
-	if _, ok := c.s.fwd.Port(); ok {
+	if _, ok := s.fwd.Port(); ok {
 		bound = 1
 	}
-	gauge(c.proxyBound, bound)
+	e.one("sandbox_proxy_port_bound", typeGauge, "1 while the TCP proxy has a port bound, else 0.", bound)
 }

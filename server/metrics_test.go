@@ -301,3 +301,30 @@ func TestStats(t *testing.T) {
 	assert.Greater(t, st.Agent.RSSBytes, uint64(1<<20))
 	assert.Positive(t, st.Agent.Goroutines)
 }
+
+// Requests counted while /metrics is scraped are all counted, once.
+func TestMetricsConcurrent(t *testing.T) {
+	ts, _, _ := newServedTestServer(t, Config{}, zerolog.Nop())
+	const clients, each = 4, 50
+	done := make(chan struct{})
+	for range clients {
+		go func() { // ends after its requests
+			defer func() { done <- struct{}{} }()
+			for range each {
+				resp, err := ts.Client().Get(ts.URL + "/health")
+				if err == nil {
+					drain(t, resp)
+				}
+			}
+		}()
+	}
+	for range 10 {
+		scrape(t, ts)
+	}
+	for range clients {
+		<-done
+	}
+	v, ok := value(scrape(t, ts), "sandbox_http_requests_total", "route", "/health", "code", "200")
+	assert.True(t, ok)
+	assert.Equal(t, float64(clients*each), v)
+}

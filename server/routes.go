@@ -51,6 +51,6 @@ func (s *Server) routes() {
 
 	// Metrics (metrics.go, stats.go): /metrics is open with
 	// Config.MetricsOpen, /stats never.
-	r.Handle("/metrics", s.handleMetrics()).Methods(get)
+	r.Handle("/metrics", s.wrap(s.handleMetrics)).Methods(get)
 	r.Handle("/stats", s.wrap(s.handleStats)).Methods(get)
 }

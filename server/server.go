@@ -121,7 +121,7 @@ func New(log zerolog.Logger, auth *Auth, deps Deps, cfg Config) *Server {
 		s.res = stats.New(wd)
 	}
 	s.ids = newRequestIDs()
-	s.metrics = newMetrics(s)
+	s.metrics = newMetrics()
 	s.routes()
 	// Labels every matched request with its route's template, for the
 	// metrics; the routes of subrouters too.
