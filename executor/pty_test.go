@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -36,14 +37,24 @@ func readPTY(t *testing.T, master *os.File) string {
 // it has been waited for.
 func TestStartTTY(t *testing.T) {
 	r := &Runner{MaxRunning: 1}
-	p, master, err := r.StartTTY(TTYCommand{Args: []string{"/bin/sh", "-c", `echo "$$ $(cut -d' ' -f6 /proc/$$/stat) $(stty size) $FOO"; exit 3`},
+	// It waits for a line before it exits, so that it still holds its slot
+	// when the second start is tried; stty -echo keeps that line out of
+	// its output.
+	p, master, err := r.StartTTY(TTYCommand{Args: []string{"/bin/sh", "-c",
+		`stty -echo; echo "$$ $(cut -d' ' -f6 /proc/$$/stat) $(stty size) $FOO"; read x; exit 3`},
 		Env: map[string]string{"FOO": "bar"}, Cols: 100, Rows: 30})
 	require.NoError(t, err)
 	defer master.Close()
-	_, _, err = r.StartTTY(TTYCommand{Args: []string{"/bin/true"}})
+	_, _, err = r.StartTTY(TTYCommand{Args: []string{"/bin/sh", "-c", "true"}})
 	assert.ErrorIs(t, err, ErrBusy, "the terminal holds the only slot")
+	// The line comes after stty -echo has run: the reply is not echoed.
+	require.NoError(t, master.SetReadDeadline(time.Now().Add(10*time.Second)))
+	first, err := bufio.NewReader(master).ReadString('\n') // nothing more is written before the reply
+	require.NoError(t, err)
+	_, err = master.Write([]byte("go\n"))
+	require.NoError(t, err)
 
-	out := readPTY(t, master)
+	out := first + readPTY(t, master)
 	res := p.Wait()
 	assert.Equal(t, 3, res.Code)
 	pid := strconv.Itoa(p.Pid())

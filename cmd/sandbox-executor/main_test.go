@@ -455,12 +455,9 @@ func TestShutdownKillsBackgroundProcesses(t *testing.T) {
 func TestShutdownKillsTerminals(t *testing.T) {
 	a := startAgent(t, map[string]string{"SANDBOX_SECRET": testSecret}, options{})
 	pidFile := filepath.Join(t.TempDir(), "pid")
-	body, err := json.Marshal(map[string]string{"cmd": "set -m; sh -c 'echo $$ >" + pidFile + "; exec sleep 100' & wait"})
+	started, err := a.newClient(t, testSecret).StartTerminal(t.Context(),
+		client.TerminalOptions{Cmd: "set -m; sh -c 'echo $$ >" + pidFile + "; exec sleep 100' & wait"})
 	require.NoError(t, err)
-	code, reply := a.do(t, http.MethodPost, "/start_terminal", testSecret, string(body))
-	require.Equal(t, http.StatusCreated, code, reply)
-	var started struct{ PID int }
-	require.NoError(t, json.Unmarshal([]byte(reply), &started))
 	var job int
 	require.Eventually(t, func() bool {
 		b, err := os.ReadFile(pidFile)
