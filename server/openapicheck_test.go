@@ -86,7 +86,7 @@ func (c *docChecker) errors() []string {
 
 func (c *docChecker) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ex := c.newExchange(r)
-	body := &bodyRecorder{ReadCloser: r.Body}
+	body := &bodyRecorder{ReadCloser: r.Body, raw: ex.rawBody}
 	served := new(http.Request)
 	*served = *r
 	served.Body = body
@@ -103,6 +103,10 @@ type exchange struct {
 	what   string        // "METHOD /path", for messages
 	route  *routers.Route
 	params map[string]string
+	// rawBody is set when the operation's request body is not JSON (an
+	// upload): it is counted, not kept, and its content type is checked
+	// by checkRawRequest.
+	rawBody bool
 }
 
 func (c *docChecker) newExchange(r *http.Request) *exchange {
@@ -118,6 +122,7 @@ func (c *docChecker) newExchange(r *http.Request) *exchange {
 	}
 	ex := &exchange{c: c, req: req, what: r.Method + " " + r.URL.Path}
 	ex.route, ex.params, _ = c.doc.router.FindRoute(req) // nil: not in the document
+	ex.rawBody = ex.route != nil && rawBodyOperation(ex.route.Operation)
 	return ex
 }
 
@@ -139,7 +144,7 @@ func (ex *exchange) check(cw *checkWriter, body *bodyRecorder) {
 	// The agent reads only what it needs: a body it did not read to the
 	// end (a 401, a 413) cannot be checked, nor one too big to keep.
 	ex.req.Body = http.NoBody
-	if !body.eof || body.json.overflow {
+	if !body.eof || body.json.overflow || ex.rawBody {
 		opts.ExcludeRequestBody = true
 	} else {
 		ex.req.Body = io.NopCloser(bytes.NewReader(body.json.buf))
@@ -159,11 +164,18 @@ func (ex *exchange) check(cw *checkWriter, body *bodyRecorder) {
 	if err := openapi3filter.ValidateRequest(ctx, in); err != nil && cw.status < 400 {
 		ex.report("the document rejects the request, but the agent answered %d: %v", cw.status, err)
 	}
+	if ex.rawBody {
+		ex.checkRawRequest(cw.status, body)
+	}
 	resp := &openapi3filter.ResponseValidationInput{RequestValidationInput: in, Status: cw.status,
-		Header: cw.header, Options: &openapi3filter.Options{IncludeResponseStatus: true, ExcludeResponseBody: cw.json.overflow}}
+		Header: cw.header, Options: &openapi3filter.Options{IncludeResponseStatus: true, ExcludeResponseBody: cw.json.overflow || cw.binary != nil}}
 	resp.SetBodyBytes(cw.json.buf)
 	if err := openapi3filter.ValidateResponse(ctx, resp); err != nil {
 		ex.report("reply %d: %v", cw.status, err)
+	}
+	ex.checkUnvalidated(in, cw)
+	if cw.binary != nil {
+		cw.binary.check(ex, cw)
 	}
 }
 
@@ -213,16 +225,22 @@ func (c *docChecker) authenticate(_ context.Context, in *openapi3filter.Authenti
 	return nil
 }
 
-// bodyRecorder keeps what the handler reads of the request body.
+// bodyRecorder keeps what the handler reads of the request body, or only
+// counts it if it is not JSON.
 type bodyRecorder struct {
 	io.ReadCloser
 	json jsonSkeleton
-	eof  bool // the handler read the body to its end
+	raw  bool  // count only
+	n    int64 // bytes read
+	eof  bool  // the handler read the body to its end
 }
 
 func (b *bodyRecorder) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
-	b.json.Write(p[:n])
+	b.n += int64(n)
+	if !b.raw {
+		b.json.Write(p[:n])
+	}
 	if errors.Is(err, io.EOF) {
 		b.eof = true
 	}
@@ -239,6 +257,7 @@ type checkWriter struct {
 	header   http.Header
 	json     jsonSkeleton
 	events   *eventChecker // nil unless the reply is an event stream
+	binary   *binaryReply  // nil unless the document says the reply is bytes (a download)
 	writeErr bool          // a write failed: the client left, the rest is lost
 }
 
@@ -256,9 +275,12 @@ func (cw *checkWriter) Write(p []byte) (int, error) {
 		cw.started(http.StatusOK)
 	}
 	n, err := cw.ResponseWriter.Write(p)
-	if cw.events != nil {
+	switch {
+	case cw.events != nil:
 		cw.events.write(p[:n])
-	} else {
+	case cw.binary != nil:
+		cw.binary.write(p[:n])
+	default:
 		cw.json.Write(p[:n])
 	}
 	if err != nil {
@@ -275,6 +297,8 @@ func (cw *checkWriter) started(code int) {
 	cw.status, cw.header = code, cw.Header().Clone()
 	if mt, _, _ := mime.ParseMediaType(cw.header.Get("Content-Type")); mt == "text/event-stream" {
 		cw.events = cw.ex.eventChecker(code)
+	} else {
+		cw.binary = cw.ex.binaryReply(code, cw.header)
 	}
 }
 
@@ -306,7 +330,7 @@ func (ex *exchange) eventChecker(status int) *eventChecker {
 	if resp == nil {
 		return e
 	}
-	if mt := resp.Value.Content.Get("text/event-stream"); mt != nil {
+	if mt := resp.Value.Content["text/event-stream"]; mt != nil {
 		e.events, e.withID, _ = sseEvents(mt) // loadOpenAPIDoc checked them
 	}
 	return e

@@ -105,7 +105,7 @@ func eventStreamMediaTypes(doc *openapi3.T) []*openapi3.MediaType {
 	for _, item := range doc.Paths.Map() {
 		for _, op := range item.Operations() {
 			for _, resp := range op.Responses.Map() {
-				if mt := resp.Value.Content.Get("text/event-stream"); mt != nil {
+				if mt := resp.Value.Content["text/event-stream"]; mt != nil {
 					mts = append(mts, mt)
 				}
 			}

@@ -13,7 +13,7 @@ func (s *Server) routes() {
 	s.router.MethodNotAllowedHandler = s.wrap(func(w http.ResponseWriter, r *http.Request) error {
 		return errorf(http.StatusMethodNotAllowed, "method %s not allowed for %s", r.Method, r.URL.Path)
 	})
-	get, post := http.MethodGet, http.MethodPost
+	get, post, head, put := http.MethodGet, http.MethodPost, http.MethodHead, http.MethodPut
 	r := s.router
 
 	r.Handle("/health", s.wrap(s.handleHealth)).Methods(get)
@@ -38,6 +38,11 @@ func (s *Server) routes() {
 	r.Handle("/create_session", s.wrap(s.handleSessionCreate)).Methods(post)
 	r.Handle("/list_sessions", s.wrap(s.handleSessionList)).Methods(get)
 	r.Handle("/delete_session", s.wrap(s.handleSessionDelete)).Methods(post)
+
+	// Streaming file transfer: files_stream.go and files_upload.go.
+	r.Handle("/files", s.wrap(s.handleFilesGet)).Methods(get, head)
+	r.Handle("/files", s.wrap(s.handleFilesPut)).Methods(put)
+	r.Handle("/files", s.wrap(s.handleFilesPost)).Methods(post)
 
 	r.Handle("/bind_port", s.wrap(s.handlePortBind)).Methods(post)
 	r.Handle("/unbind_port", s.wrap(s.handlePortUnbind)).Methods(post)

@@ -17,6 +17,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/sandbox-executor/sandbox-executor/executor"
+	"github.com/sandbox-executor/sandbox-executor/files"
 	"github.com/sandbox-executor/sandbox-executor/procs"
 	"github.com/sandbox-executor/sandbox-executor/proxy"
 	"github.com/sandbox-executor/sandbox-executor/sessions"
@@ -61,6 +62,9 @@ type Config struct {
 	// MetricsOpen serves GET /metrics without a token, for a scraper on
 	// a trusted network. Every other endpoint still needs one.
 	MetricsOpen bool
+	// MaxUpload caps what one upload to /files may send, in bytes, on the
+	// wire and once decoded (413 past it). If zero, there is no cap.
+	MaxUpload int64
 }
 
 // Deps are the parts of the agent a Server drives. Every field is
@@ -93,6 +97,8 @@ type Server struct {
 	router   *mux.Router
 	handler  http.Handler
 	started  time.Time
+	// freeSpace is files.FreeSpace; tests replace it to play a full disk.
+	freeSpace func(dir string) (int64, error)
 }
 
 // New returns a Server that checks tokens with auth and drives deps.
@@ -115,7 +121,7 @@ func New(log zerolog.Logger, auth *Auth, deps Deps, cfg Config) *Server {
 	cfg.BasePath = strings.TrimRight(cfg.BasePath, "/")
 	s := &Server{log: log, auth: auth, runner: deps.Runner, procs: deps.Procs, fwd: deps.Forwarder,
 		terms: deps.Terminals, sessions: deps.Sessions, cfg: cfg,
-		router: mux.NewRouter().SkipClean(true), started: time.Now()} // routePath cleans
+		router: mux.NewRouter().SkipClean(true), started: time.Now(), freeSpace: files.FreeSpace} // routePath cleans
 	if s.res = deps.Resources; s.res == nil {
 		wd, _ := os.Getwd() // "" if the directory is gone: Disk then fails, and is left out
 		s.res = stats.New(wd)

@@ -47,6 +47,7 @@ type config struct {
 	maxCmds     int           // running commands of every kind; 0: executor.Runner's default
 	maxProcs    int           // running background processes; 0: procs.Options' default
 	logBudget   int           // bytes of retained log lines in all; 0: procs.Options' default
+	maxUpload   int           // bytes one upload to /files may have; 0: no limit
 	metricsOpen bool          // GET /metrics without a token
 	version     bool          // -version: print the version and exit
 	command     []string      // the sandbox's main command, after "--"; nil if none
@@ -90,6 +91,7 @@ func parseConfig(args []string, getenv func(string) string, output io.Writer) (c
 	fs.String("max-commands", "0", "`number` of commands running at once, background processes included; past it, 503; 0 means an eighth of the open-file limit, at most 2000 (env SANDBOX_MAX_COMMANDS)")
 	fs.String("max-processes", "0", "`number` of background processes running at once; past it, 503; 0 means 1000, or an eighth of the open-file limit if lower (env SANDBOX_MAX_PROCESSES)")
 	fs.String("log-budget", "0", "`size` of the log lines kept for all background processes together, e.g. 256MiB; past it the biggest lose their oldest lines first; 0 means 128MiB (env SANDBOX_LOG_BUDGET)")
+	fs.String("max-upload", "0", "`size` of one upload to /files at most, e.g. 1GiB; past it, 413; 0 means no limit (env SANDBOX_MAX_UPLOAD)")
 	version := fs.Bool("version", false, "print the version and exit")
 	if err := fs.Parse(flagArgs); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -187,6 +189,9 @@ func (p *configParser) config() (config, error) {
 		return c, err
 	}
 	if c.logBudget, err = p.size("log-budget", "SANDBOX_LOG_BUDGET"); err != nil {
+		return c, err
+	}
+	if c.maxUpload, err = p.size("max-upload", "SANDBOX_MAX_UPLOAD"); err != nil {
 		return c, err
 	}
 	return c, nil

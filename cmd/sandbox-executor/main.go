@@ -148,6 +148,7 @@ func (o options) run(ctx context.Context, args []string, getenv func(string) str
 		APIPort:       apiPort,
 		Version:       version,
 		MetricsOpen:   cfg.metricsOpen,
+		MaxUpload:     int64(cfg.maxUpload),
 	})
 	// Every request's context derives from baseCtx. Cancelling it at
 	// shutdown kills the process groups of /run commands in flight, ends

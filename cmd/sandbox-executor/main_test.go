@@ -246,6 +246,14 @@ func TestParseConfig(t *testing.T) {
 			wantErr: `invalid max-commands "many" (from -max-commands)`},
 		{name: "bad log budget", env: map[string]string{"SANDBOX_LOG_BUDGET": "64 parsecs"},
 			wantErr: `invalid log-budget "64 parsecs" (from SANDBOX_LOG_BUDGET)`},
+		{name: "no upload limit by default",
+			check: func(t *testing.T, c config) { assert.Equal(t, 0, c.maxUpload) }},
+		{name: "upload limit from env", env: map[string]string{"SANDBOX_MAX_UPLOAD": "2GiB"},
+			check: func(t *testing.T, c config) { assert.Equal(t, 2<<30, c.maxUpload) }},
+		{name: "upload limit, flag wins", args: []string{"-max-upload", "1048576"}, env: map[string]string{"SANDBOX_MAX_UPLOAD": "2GiB"},
+			check: func(t *testing.T, c config) { assert.Equal(t, 1<<20, c.maxUpload) }},
+		{name: "bad upload limit", env: map[string]string{"SANDBOX_MAX_UPLOAD": "lots"},
+			wantErr: `invalid max-upload "lots" (from SANDBOX_MAX_UPLOAD)`},
 		{name: "pool mode",
 			env: map[string]string{"SANDBOX_AUTH_MODE": "POOL", "SANDBOX_SECRET_PATH": "/tmp/x/secret"},
 			check: func(t *testing.T, c config) {
@@ -319,7 +327,8 @@ func TestParseConfigFlagErrors(t *testing.T) {
 	assert.Equal(t, exitCodeError{0}, err)
 	assert.Contains(t, out.String(), "SANDBOX_PORT, then PORT")
 	for _, env := range []string{"SANDBOX_BODY_TIMEOUT", "SANDBOX_UNAUTH_TIMEOUT", "SANDBOX_MAX_CONNS",
-		"SANDBOX_MAX_COMMANDS", "SANDBOX_MAX_PROCESSES", "SANDBOX_LOG_BUDGET", "LOG_FORMAT", "SANDBOX_METRICS_OPEN"} {
+		"SANDBOX_MAX_COMMANDS", "SANDBOX_MAX_PROCESSES", "SANDBOX_LOG_BUDGET", "LOG_FORMAT", "SANDBOX_METRICS_OPEN",
+		"SANDBOX_MAX_UPLOAD"} {
 		assert.Contains(t, out.String(), env)
 	}
 
