@@ -117,10 +117,11 @@ var ErrProcessNotFound = errors.New("process not found")
 var ErrSessionNotFound = errors.New("session not found")
 
 // Is reports whether the agent's words match target: ErrProcessNotFound,
-// ErrSessionNotFound, or, for a file operation the file system refused, fs.ErrNotExist,
-// fs.ErrExist or fs.ErrPermission. The agent reports file errors in the
-// operating system's words (it does not send codes), so that is what is
-// matched.
+// ErrSessionNotFound, or, for a file operation the file system refused (a
+// 200 of the JSON operations, a 404, 403 or 409 of /files),
+// fs.ErrNotExist, fs.ErrExist or fs.ErrPermission. The agent reports file
+// errors in the operating system's words (it does not send codes), so
+// that is what is matched.
 func (e *Error) Is(target error) bool {
 	if target == ErrProcessNotFound {
 		return strings.HasPrefix(e.Message, "process not found")
@@ -128,7 +129,7 @@ func (e *Error) Is(target error) bool {
 	if target == ErrSessionNotFound {
 		return e.StatusCode == http.StatusNotFound && strings.HasPrefix(e.Message, "session not found")
 	}
-	if e.StatusCode != http.StatusOK {
+	if e.StatusCode != http.StatusOK && !isFileStatus(e.StatusCode) {
 		return false
 	}
 	switch target {

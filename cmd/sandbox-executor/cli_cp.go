@@ -12,30 +12,38 @@ import (
 	"strings"
 
 	"github.com/sandbox-executor/sandbox-executor/client"
+	"github.com/sandbox-executor/sandbox-executor/files"
 )
 
-const cpDoc = `Copies one file between here and the sandbox, in either direction. A path
-on the sandbox is written sandbox:PATH (sandbox:/tmp/a.txt; a relative
-PATH is from the agent's working directory); any other argument is a
-local path, and - is standard input (as SRC) or standard output (as DST).
-If DST is a directory, or ends with /, the file keeps its name in it. A
-local DST is replaced whole (written aside, then renamed), with the
-remote file's permissions less group and other write. Files travel
-through the JSON file endpoints: at most 48 MiB up and 64 MiB down.
+const cpDoc = `Copies a file, or with -r a directory, between here and the sandbox, in
+either direction. A path on the sandbox is written sandbox:PATH
+(sandbox:/tmp/a.txt; a relative PATH is from the agent's working
+directory); any other argument is a local path, and - is standard input
+(as SRC) or standard output (as DST).
+
+If DST is a directory, or ends with /, SRC keeps its name in it;
+otherwise DST is the copy. A file on the sandbox is replaced whole and
+atomically, its missing parent directories created. A local DST file is
+replaced whole too (written aside, then renamed), with the remote file's
+permissions less group and other write. Files of any size stream through
+GET and PUT /files.
+
+With -r a directory travels as a tar stream (PUT /files?extract=tar and
+GET /files?format=tar), merged into DST if it exists: symbolic links
+stay links, and an archive entry that would land outside DST is refused.
+With -r, - means a tar archive: "cp -r sandbox:/src -" writes one to
+standard output, "cp -r - sandbox:/dst" unpacks one from standard input.
 `
 
 // remotePrefix marks a path on the sandbox in cp's arguments. Only this
 // exact prefix counts: a local file named "sandbox:x" is written ./sandbox:x.
 const remotePrefix = "sandbox:"
 
-// maxUpload is the largest file that write_file takes: its base64 must fit
-// the agent's 64 MiB request body, with room for the rest of the JSON.
-const maxUpload = 48<<20 - 64<<10
-
-// cp runs "sandbox-executor cp SRC DST".
+// cp runs "sandbox-executor cp [-r] SRC DST".
 func (c *cli) cp(ctx context.Context, args []string) error {
 	fs := c.flagSet("cp", "[flags] SRC DST", cpDoc)
 	cf := addConnFlags(fs)
+	recursive := fs.Bool("r", false, "copy directories, as tar streams")
 	paths, err := parse(fs, args, true)
 	if err != nil {
 		return err
@@ -59,40 +67,48 @@ func (c *cli) cp(ctx context.Context, args []string) error {
 	}
 	defer cl.CloseIdleConnections()
 	if srcRemote {
-		return c.download(ctx, cl, src, dst)
+		return c.download(ctx, cl, src, dst, *recursive)
 	}
-	return c.upload(ctx, cl, src, dst)
+	return c.upload(ctx, cl, src, dst, *recursive)
 }
 
-// upload copies the local file src ("-" for stdin) to dst on the agent.
-func (c *cli) upload(ctx context.Context, cl *client.Client, src, dst string) error {
-	var r io.Reader = c.stdin
-	name := ""
-	if src != "-" {
-		f, err := os.Open(src)
+// upload copies the local file or directory src ("-" for stdin) to dst on
+// the agent.
+func (c *cli) upload(ctx context.Context, cl *client.Client, src, dst string, recursive bool) error {
+	if src == "-" {
+		if recursive {
+			_, err := cl.ExtractArchive(ctx, dst, c.stdin, false)
+			return err
+		}
+		target, err := remoteTarget(ctx, cl, dst, "")
 		if err != nil {
 			return err
 		}
-		defer f.Close()
-		st, err := f.Stat()
-		switch {
-		case err != nil:
-			return err
-		case st.IsDir():
-			return fmt.Errorf("%s is a directory: cp copies one file", src)
-		case st.Size() > maxUpload:
-			return tooLarge(src, st.Size())
-		}
-		r, name = f, filepath.Base(src)
+		return sendFile(ctx, cl, target, c.stdin)
 	}
-	target, err := remoteTarget(ctx, cl, dst, name)
+	f, err := os.Open(src)
 	if err != nil {
 		return err
 	}
-	return sendFile(ctx, cl, target, r, src)
+	defer f.Close()
+	st, err := f.Stat()
+	switch {
+	case err != nil:
+		return err
+	case st.IsDir() && !recursive:
+		return fmt.Errorf("%s is a directory: copy it with cp -r", src)
+	}
+	target, err := remoteTarget(ctx, cl, dst, filepath.Base(src))
+	if err != nil {
+		return err
+	}
+	if st.IsDir() {
+		return sendTree(ctx, cl, src, target)
+	}
+	return sendFile(ctx, cl, target, f)
 }
 
-// remoteTarget returns the path on the agent to write to: dst, or the file
+// remoteTarget returns the path on the agent to write to: dst, or the
 // name in it if dst is a directory or ends with a slash.
 func remoteTarget(ctx context.Context, cl *client.Client, dst, name string) (string, error) {
 	isDir := strings.HasSuffix(dst, "/")
@@ -115,21 +131,26 @@ func remoteTarget(ctx context.Context, cl *client.Client, dst, name string) (str
 	return path.Join(dst, name), nil
 }
 
-// download copies the file src on the agent to the local dst ("-" for
-// stdout).
-func (c *cli) download(ctx context.Context, cl *client.Client, src, dst string) error {
+// download copies the file or directory src on the agent to the local dst
+// ("-" for stdout).
+func (c *cli) download(ctx context.Context, cl *client.Client, src, dst string, recursive bool) error {
 	info, err := cl.StatFile(ctx, src)
 	switch {
 	case err != nil:
 		return err
-	case info.IsDir:
-		return fmt.Errorf("sandbox:%s is a directory: cp copies one file", src)
-	}
-	if dst == "-" {
+	case info.IsDir && !recursive:
+		return fmt.Errorf("sandbox:%s is a directory: copy it with cp -r", src)
+	case info.IsDir && dst == "-":
+		_, err := cl.DownloadArchive(ctx, src, c.stdout, false)
+		return err
+	case dst == "-":
 		return receiveFile(ctx, cl, src, c.stdout)
 	}
 	if st, err := os.Stat(dst); strings.HasSuffix(dst, "/") || (err == nil && st.IsDir()) {
 		dst = filepath.Join(dst, path.Base(src))
+	}
+	if info.IsDir {
+		return receiveTree(ctx, cl, src, dst)
 	}
 	perm := info.Mode.Perm() &^ 0o022
 	if perm == 0 {
@@ -162,36 +183,73 @@ func writeReplacing(name string, perm fs.FileMode, write func(io.Writer) error) 
 }
 
 // sendFile and receiveFile are the only code that knows how a file's bytes
-// travel. They use the JSON endpoints, which hold a whole file in memory on
-// both sides; the streaming file endpoints, once the agent has them, take
-// their place here, with the same signatures, at any size.
+// travel, sendTree and receiveTree how a directory's do.
 
-// sendFile writes everything r holds to the file path on the agent. what
-// names r in errors.
-func sendFile(ctx context.Context, cl *client.Client, path string, r io.Reader, what string) error {
-	data, err := io.ReadAll(io.LimitReader(r, maxUpload+1))
-	if err != nil {
-		return err
-	}
-	if len(data) > maxUpload {
-		return tooLarge(what, int64(len(data)))
-	}
-	return cl.WriteFile(ctx, path, data)
-}
-
-// receiveFile copies the file path on the agent to w.
-func receiveFile(ctx context.Context, cl *client.Client, path string, w io.Writer) error {
-	data, err := cl.ReadFile(ctx, path)
-	if err != nil {
-		return err
-	}
-	_, err = w.Write(data)
+// sendFile writes everything r holds to the file path on the agent,
+// streamed: any size.
+func sendFile(ctx context.Context, cl *client.Client, path string, r io.Reader) error {
+	_, err := cl.Upload(ctx, path, r, nil)
 	return err
 }
 
-func tooLarge(what string, size int64) error {
-	if what == "-" {
-		what = "standard input"
+// receiveFile copies the file path on the agent to w, streamed.
+func receiveFile(ctx context.Context, cl *client.Client, path string, w io.Writer) error {
+	_, err := cl.Download(ctx, path, w, nil)
+	return err
+}
+
+// sendTree copies the local directory dir into the directory path on the
+// agent, as a tar stream that the agent unpacks.
+func sendTree(ctx context.Context, cl *client.Client, dir, path string) error {
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go archiveTree(done, ctx, pw, dir)
+	_, err := cl.ExtractArchive(ctx, path, pr, false)
+	pr.CloseWithError(errors.New("upload over")) // an archiver nobody reads any more stops
+	if aerr := <-done; aerr != nil && errors.Is(aerr, files.ErrArchiveSource) {
+		return aerr // the local tree's failure explains the agent's
 	}
-	return fmt.Errorf("%s holds more than %d bytes, the most the agent's JSON file endpoint takes (%d bytes or more)", what, maxUpload, size)
+	return err
+}
+
+// archiveTree writes the tree under dir to pw as a tar archive, then
+// closes pw with the result.
+//
+// archiveTree runs in its own goroutine, started by sendTree, which waits
+// for it; it ends when the tree is written, or when the pipe's reader is
+// closed.
+func archiveTree(done chan<- error, ctx context.Context, pw *io.PipeWriter, dir string) {
+	err := files.WriteArchive(ctx, pw, dir, files.ArchiveOptions{})
+	pw.CloseWithError(err)
+	done <- err
+}
+
+// receiveTree copies the directory path on the agent to the local dir, as
+// a tar stream unpacked here with the agent's own checks: nothing lands
+// outside dir, and a cut stream changes nothing.
+func receiveTree(ctx context.Context, cl *client.Client, path, dir string) error {
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go fetchTree(done, ctx, cl, pw, path)
+	_, err := files.Extract(ctx, dir, pr, files.ExtractOptions{})
+	pr.Close() // a download nobody reads any more stops, with io.ErrClosedPipe
+	if ferr := <-done; ferr != nil {
+		return ferr // the download's failure explains the unpacking's
+	}
+	return err
+}
+
+// fetchTree downloads the directory path on the agent as a tar archive
+// into pw, then closes pw with the result.
+//
+// fetchTree runs in its own goroutine, started by receiveTree, which
+// waits for it; it ends when the archive has come, or when the pipe's
+// reader is closed.
+func fetchTree(done chan<- error, ctx context.Context, cl *client.Client, pw *io.PipeWriter, path string) {
+	_, err := cl.DownloadArchive(ctx, path, pw, false)
+	pw.CloseWithError(err)
+	if errors.Is(err, io.ErrClosedPipe) {
+		err = nil // the unpacking stopped first; its error is the one to say
+	}
+	done <- err
 }

@@ -292,12 +292,18 @@ func TestCLICp(t *testing.T) {
 	missing := filepath.Join(remote, "missing")
 	r = runCLI(t, a.env, nil, "cp", "sandbox:"+missing, back)
 	assert.Equal(t, cliResult{1, "", "sandbox-executor cp: stat " + missing + ": no such file or directory\n"}, r)
-	r = runCLI(t, a.env, nil, "cp", src, "sandbox:"+filepath.Join(missing, "x"))
-	assert.Equal(t, cliResult{1, "", "sandbox-executor cp: open " + filepath.Join(missing, "x") + ": no such file or directory\n"}, r)
 	r = runCLI(t, a.env, nil, "cp", "sandbox:"+remote, back)
-	assert.Equal(t, cliResult{1, "", "sandbox-executor cp: sandbox:" + remote + " is a directory: cp copies one file\n"}, r)
+	assert.Equal(t, cliResult{1, "", "sandbox-executor cp: sandbox:" + remote + " is a directory: copy it with cp -r\n"}, r)
 	r = runCLI(t, a.env, nil, "cp", local, "sandbox:"+remote)
-	assert.Equal(t, cliResult{1, "", "sandbox-executor cp: " + local + " is a directory: cp copies one file\n"}, r)
+	assert.Equal(t, cliResult{1, "", "sandbox-executor cp: " + local + " is a directory: copy it with cp -r\n"}, r)
+	r = runCLI(t, a.env, nil, "cp", "sandbox:/dev/null", back)
+	assert.Equal(t, cliResult{1, "", "sandbox-executor cp: read /dev/null: devices cannot be read (400 Bad Request)\n"}, r)
+
+	// Missing parent directories on the sandbox are created, as PUT
+	// /files creates them.
+	r = runCLI(t, a.env, nil, "cp", src, "sandbox:"+filepath.Join(missing, "x"))
+	require.Equal(t, cliResult{0, "", ""}, r)
+	assert.FileExists(t, filepath.Join(missing, "x"))
 	r = runCLI(t, a.env, []byte("x"), "cp", "-", "sandbox:"+remote)
 	assert.Equal(t, cliResult{1, "", "sandbox-executor cp: sandbox:" + remote + " is a directory: give the file's name on the sandbox\n"}, r)
 }
