@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
+	"time"
 )
 
 // ErrArchiveSource is wrapped by WriteArchive's error when the tree could
@@ -173,6 +174,9 @@ func (a *archiver) header(fi fs.FileInfo, name, link string) error {
 		return sourceError(fmt.Errorf("%s: %w", name, err))
 	}
 	hdr.Name = name
+	// Truncated, as tar does: rounded up, a time just written would be
+	// in the future, which tar -x warns about.
+	hdr.ModTime = hdr.ModTime.Truncate(time.Second)
 	return a.tw.WriteHeader(hdr)
 }
 

@@ -6,7 +6,7 @@
 # tests/clients/run.sh BIN (make test-clients does this).
 #
 # On a fresh Debian machine it installs what is missing (as root, with
-# apt-get: curl, nodejs and npm, python3-requests, python3-websocket,
+# apt-get: curl, wget, nodejs and npm, python3-requests, python3-websocket,
 # chromium; PyPI is not used), then
 # `npm ci` here (node_modules stays here, git-ignored). It starts BIN on free
 # loopback ports with a random secret and -keepalive 200ms, runs each
@@ -38,6 +38,7 @@ apt_install() {
 }
 
 command -v curl >/dev/null || apt_install curl ca-certificates
+command -v wget >/dev/null || apt_install wget
 command -v node >/dev/null || apt_install nodejs
 command -v npm >/dev/null || apt_install npm
 node -e 'process.exit(Number(process.versions.node.split(".")[0]) >= 18 ? 0 : 1)' ||
@@ -129,6 +130,7 @@ checks=(
   "headless Chromium, examples/terminal.html on xterm.js:check_browser_terminal.sh"
   "Python requests driving a session (examples/session.py):check_python_session.sh"
   "README's curl examples for sessions (examples/session.sh):check_session_curl.sh"
+  "curl -T/-F/-r/-z, wget -c, Python requests, tar on /files:check_files.sh"
 )
 passed=0
 failed=0
