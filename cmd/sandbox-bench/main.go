@@ -59,6 +59,7 @@ func sections() []section {
 		{"read32", "10: peak RSS of 32 concurrent read_file of 63 MiB", (*bench).sectionReadFile},
 		{"term", "11: terminal keystroke round trip and output rate over /terminal_ws", (*bench).sectionTerminal},
 		{"session", "12: /run of true in a session", (*bench).sectionSession},
+		{"files", "13: /files: 1 GiB up and down, ranges, a tar.gz of 10,000 files", (*bench).sectionFiles},
 	}
 }
 
