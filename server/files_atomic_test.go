@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -278,4 +279,34 @@ func TestFilesUploadStalled(t *testing.T) {
 	assert.Equal(t, "request body stalled: nothing received for 300ms", body["error"])
 	assert.Empty(t, leftovers(t, dir))
 	assert.NoFileExists(t, p)
+}
+
+// A client that stops reading a download is taken as gone after the
+// stall timeout, as with event streams: the handler ends and the
+// connection closes, rather than holding the file for ever.
+func TestFilesDownloadStalledClient(t *testing.T) {
+	logs := &syncBuffer{}
+	ts, _ := newFilesTestServer(t, Config{StallTimeout: 300 * time.Millisecond}, func(s *Server) {
+		s.log = zerolog.New(logs).Level(zerolog.DebugLevel)
+	})
+	dir := t.TempDir()
+	big := filepath.Join(dir, "big")
+	f, err := os.Create(big)
+	require.NoError(t, err)
+	require.NoError(t, f.Truncate(256<<20)) // sparse; far more than the sockets hold
+	require.NoError(t, f.Close())
+
+	for i, target := range []string{filesURL(big), filesURL(dir, "format", "tar")} {
+		c, br := dialFiles(t, ts)
+		writeHead(t, c, "GET", target)
+		resp, err := http.ReadResponse(br, nil)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		// This client reads nothing more until the agent has given up.
+		require.Eventually(t, func() bool { return strings.Count(logs.String(), `"path":"/files"`) > i }, 10*time.Second, 10*time.Millisecond,
+			"%s: the handler ended", target)
+		n, err := io.Copy(io.Discard, resp.Body)
+		assert.Error(t, err, "%s: the body is cut short", target)
+		assert.Less(t, n, int64(256<<20))
+	}
 }

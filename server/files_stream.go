@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/sandbox-executor/sandbox-executor/files"
 )
@@ -64,10 +65,49 @@ func (s *Server) handleFilesGet(w http.ResponseWriter, r *http.Request) error {
 	if download {
 		w.Header().Set("Content-Disposition", attachment(filepath.Base(path)))
 	}
-	cw := &contentWriter{ResponseWriter: w}
+	cw := &contentWriter{ResponseWriter: w, stall: newStallWriter(w, s.cfg.StallTimeout)}
+	defer cw.stall.done()
 	http.ServeContent(cw, r, fi.Name(), fi.ModTime(), f)
 	cw.finish()
 	return nil
+}
+
+// sendPiece is how much of a file goes out in one sendfile(2) call, each
+// of which the client must accept within the stall timeout: at least
+// 1 MiB a minute by default, which any live client manages.
+const sendPiece = 1 << 20
+
+// stallWriter writes to a response under the server's StallTimeout, as
+// event streams are written: a client that accepts nothing for that long
+// is taken as gone, and the write fails, so that a client that stays
+// connected but stops reading cannot hold a download, its file and its
+// goroutine for ever. It remembers the first error of writing (the client
+// left, or stalled). done clears the deadline, for the next request on
+// the connection.
+type stallWriter struct {
+	w     io.Writer
+	rc    *http.ResponseController
+	stall time.Duration
+	err   error
+}
+
+func newStallWriter(w http.ResponseWriter, stall time.Duration) *stallWriter {
+	return &stallWriter{w: w, rc: http.NewResponseController(w), stall: stall}
+}
+
+// arm starts the stall timeout for the write that follows. A
+// ResponseWriter without deadlines (a test's recorder) goes without.
+func (sw *stallWriter) arm() { _ = sw.rc.SetWriteDeadline(time.Now().Add(sw.stall)) }
+
+func (sw *stallWriter) done() { _ = sw.rc.SetWriteDeadline(time.Time{}) }
+
+func (sw *stallWriter) Write(p []byte) (int, error) {
+	sw.arm()
+	n, err := sw.w.Write(p)
+	if err != nil && sw.err == nil {
+		sw.err = err
+	}
+	return n, err
 }
 
 // etag is a file's strong ETag: its device, inode, size and modification
@@ -114,8 +154,9 @@ func attachment(name string) string {
 // it is, ReadFrom included, so that sendfile(2) is kept.
 type contentWriter struct {
 	http.ResponseWriter
-	errCode int  // the error status sent; 0 if none
-	errSent bool // its JSON body has been written
+	stall   *stallWriter // the deadlines of the body's writes
+	errCode int          // the error status sent; 0 if none
+	errSent bool         // its JSON body has been written
 }
 
 func (cw *contentWriter) WriteHeader(code int) {
@@ -131,6 +172,7 @@ func (cw *contentWriter) WriteHeader(code int) {
 
 func (cw *contentWriter) Write(p []byte) (int, error) {
 	if cw.errCode == 0 {
+		cw.stall.arm()
 		return cw.ResponseWriter.Write(p)
 	}
 	if !cw.errSent {
@@ -140,12 +182,24 @@ func (cw *contentWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// ReadFrom passes a copy on to the response's ReadFrom: sendfile(2).
+// ReadFrom passes a copy on to the response's ReadFrom: sendfile(2), in
+// pieces of sendPiece, each under the stall timeout. ServeContent's copy
+// is a LimitedReader of the file, and each piece one of it.
 func (cw *contentWriter) ReadFrom(src io.Reader) (int64, error) {
-	if cw.errCode != 0 {
+	lr, ok := src.(*io.LimitedReader)
+	if cw.errCode != 0 || !ok {
 		return io.Copy(struct{ io.Writer }{cw}, src)
 	}
-	return io.Copy(cw.ResponseWriter, src)
+	var n int64
+	for lr.N > 0 {
+		cw.stall.arm()
+		m, err := io.Copy(cw.ResponseWriter, &io.LimitedReader{R: lr.R, N: min(lr.N, sendPiece)})
+		n, lr.N = n+m, lr.N-m
+		if err != nil || m == 0 { // m == 0: the file has shrunk
+			return n, err
+		}
+	}
+	return n, nil
 }
 
 // Unwrap lets http.ResponseController reach the connection.
@@ -189,7 +243,8 @@ func (s *Server) serveArchive(w http.ResponseWriter, r *http.Request, path, form
 	}
 	// Headers are 512 bytes each: gathered, they make chunks of 64 KiB
 	// rather than one per entry.
-	sink := &writeErrors{w: w}
+	sink := newStallWriter(w, s.cfg.StallTimeout)
+	defer sink.done()
 	bw := bufio.NewWriterSize(sink, 64<<10)
 	err := files.WriteArchive(r.Context(), bw, path, files.ArchiveOptions{Gzip: gz})
 	if err == nil {
@@ -209,20 +264,6 @@ func (s *Server) serveArchive(w http.ResponseWriter, r *http.Request, path, form
 	s.log.Warn().Err(err).Str("path", path).Str("format", format).
 		Msg("archive cut: the tree could not be read; the response is aborted")
 	panic(http.ErrAbortHandler)
-}
-
-// writeErrors remembers the first error of writing to w: the client left.
-type writeErrors struct {
-	w   io.Writer
-	err error
-}
-
-func (e *writeErrors) Write(p []byte) (int, error) {
-	n, err := e.w.Write(p)
-	if err != nil && e.err == nil {
-		e.err = err
-	}
-	return n, err
 }
 
 // queryBool parses the query parameter name as a boolean: absent is
