@@ -8,15 +8,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"slices"
-	"strconv"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/sandbox-executor/sandbox-executor/internal/relay"
 )
 
 // Errors returned by Forwarder. Match them with errors.Is.
@@ -346,7 +346,7 @@ func (f *Forwarder) untrack(c *conn) {
 func (f *Forwarder) forward(ctx context.Context, wg *sync.WaitGroup, c *conn, port int) {
 	defer wg.Done()
 	defer f.untrack(c)
-	backend, err := dialLoopback(ctx, port)
+	backend, err := relay.DialLoopback(ctx, port)
 	if err != nil {
 		if !errors.Is(ctx.Err(), context.Canceled) { // canceled: Unbind or Close, not a failure
 			f.Log.Warn().Err(err).Int("port", port).Msg("proxy: dial failed")
@@ -357,47 +357,10 @@ func (f *Forwarder) forward(ctx context.Context, wg *sync.WaitGroup, c *conn, po
 		backend.Close()
 		return
 	}
-	errc := make(chan error, 2) // one slot per sender, so neither copier can leak
-	go proxyCopy(errc, backend, c.client)
-	go proxyCopy(errc, c.client, backend)
-	if err := <-errc; err != nil {
-		// A reset, or a close by Unbind or Close: the other copy may be
-		// blocked on a peer that will never send, so close both sides.
-		c.close(backend)
-	}
-	<-errc
-}
-
-// dialLoopback connects to port on 127.0.0.1 and, if that is refused,
-// on [::1], for services that listen on IPv6 only.
-func dialLoopback(ctx context.Context, port int) (net.Conn, error) {
-	var d net.Dialer // ctx carries the timeout
-	p := strconv.Itoa(port)
-	c, err := d.DialContext(ctx, "tcp", net.JoinHostPort("127.0.0.1", p))
-	if err == nil || !errors.Is(err, syscall.ECONNREFUSED) {
-		return c, err
-	}
-	c, err6 := d.DialContext(ctx, "tcp", net.JoinHostPort("::1", p))
-	if err6 != nil {
-		return nil, fmt.Errorf("%w; %w", err, err6)
-	}
-	return c, nil
-}
-
-// proxyCopy copies src to dst, then half-closes dst so the peer sees EOF
-// while the other direction goes on. src and dst are the *net.TCPConn
-// values from Accept and Dial, unwrapped, so that io.Copy reaches
-// TCPConn.ReadFrom and Linux moves the bytes with splice(2).
-//
-// proxyCopy runs in its own goroutine; it ends when src reaches EOF or
-// either side fails or is closed. It is a named function so goroutine
-// dumps show what each copy is.
-func proxyCopy(errc chan<- error, dst, src net.Conn) {
-	_, err := io.Copy(dst, src)
-	if cw, ok := dst.(interface{ CloseWrite() error }); ok {
-		cw.CloseWrite()
-	}
-	errc <- err
+	// Both *net.TCPConn, unwrapped, so that the copies splice. Join
+	// half-closes each side at the other's EOF, and closes both at the
+	// first failure (a reset, or a close by Unbind or Close).
+	_, _, _ = relay.Join(c.client, backend)
 }
 
 // Close stops every Serve call, closing their listeners, closes every
