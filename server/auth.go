@@ -77,6 +77,12 @@ func (a *Auth) check(r *http.Request) (bool, error) {
 			return false, nil
 		}
 	}
+	return a.checkToken(token)
+}
+
+// checkToken reports whether token is accepted, claiming it first in pool
+// mode if no secret is in force yet.
+func (a *Auth) checkToken(token string) (bool, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.secret == nil && a.path != "" {
@@ -87,6 +93,14 @@ func (a *Auth) check(r *http.Request) (bool, error) {
 		return true, nil
 	}
 	return a.secret != nil && subtle.ConstantTimeCompare([]byte(token), a.secret) == 1, nil
+}
+
+// isSecret reports whether token is the secret in force; it never claims.
+// The preview proxy uses it to keep the secret from the sandbox's apps.
+func (a *Auth) isSecret(token string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.secret != nil && subtle.ConstantTimeCompare([]byte(token), a.secret) == 1
 }
 
 // bearer returns the token of an "Authorization: Bearer <token>" header.
@@ -137,23 +151,29 @@ func writeSecret(path, secret string) error {
 // it, and whatever body it declared is not waited for.
 func (s *Server) requireToken(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/health" || r.URL.Path == "/openapi.yaml" {
+		if r.URL.Path == "/health" || r.URL.Path == "/openapi.yaml" || s.authorize(w, r) {
 			next.ServeHTTP(w, r)
-			return
 		}
-		ok, err := s.auth.check(r)
-		if ok {
-			if c := connOf(r); c != nil {
-				c.authenticate()
-			}
-			next.ServeHTTP(w, r)
-			return
-		}
-		closeAfterReply(w)
-		if err == nil {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="sandbox-executor"`)
-			err = errorf(http.StatusUnauthorized, "unauthorized: a valid 'Authorization: Bearer <secret>' header is required")
-		}
-		s.writeError(w, r, err)
 	})
+}
+
+// authorize reports whether r carries an accepted bearer token, and marks
+// its connection as authenticated if so (see Listener). If not, it has
+// answered 401 (or 400, or 500 for a claim not saved), as the
+// connection's last reply.
+func (s *Server) authorize(w http.ResponseWriter, r *http.Request) bool {
+	ok, err := s.auth.check(r)
+	if ok {
+		if c := connOf(r); c != nil {
+			c.authenticate()
+		}
+		return true
+	}
+	closeAfterReply(w)
+	if err == nil {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="sandbox-executor"`)
+		err = errorf(http.StatusUnauthorized, "unauthorized: a valid 'Authorization: Bearer <secret>' header is required")
+	}
+	s.writeError(w, r, err)
+	return false
 }

@@ -38,4 +38,16 @@ func (s *Server) routes() {
 	r.Handle("/bind_port", s.wrap(s.handlePortBind)).Methods(post)
 	r.Handle("/unbind_port", s.wrap(s.handlePortUnbind)).Methods(post)
 	r.Handle("/port_status", s.wrap(s.handlePortStatus)).Methods(get)
+
+	// Previews and tunnels. CONNECT tunnels and previews by host name are
+	// served in front of the router: see serveConnect and routeHost.
+	r.Handle("/proxy/{port:[0-9]+}", s.wrap(s.handlePreviewRoot)).Methods(get, http.MethodHead)
+	// Any method, WebDAV's and other extensions' too: the document lists
+	// those it can name and says so with x-any-method.
+	r.Handle("/proxy/{port:[0-9]+}/{rest:.*}", s.wrap(s.handlePreviewPath))
+	r.Handle("/expose_port", s.wrap(s.handleExposePort)).Methods(post)
+	r.Handle("/unexpose_port", s.wrap(s.handleUnexposePort)).Methods(post)
+	r.Handle("/list_exposed_ports", s.wrap(s.handleExposedList)).Methods(get)
+	r.Handle("/tunnel_ws", s.wrap(s.handleTunnelWS)).Methods(get)
+	r.Handle("/list_tunnels", s.wrap(s.handleTunnelList)).Methods(get)
 }

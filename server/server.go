@@ -4,7 +4,10 @@
 package server
 
 import (
+	"bufio"
+	"context"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"path"
@@ -18,6 +21,7 @@ import (
 	"github.com/sandbox-executor/sandbox-executor/procs"
 	"github.com/sandbox-executor/sandbox-executor/proxy"
 	"github.com/sandbox-executor/sandbox-executor/sse"
+	"github.com/sandbox-executor/sandbox-executor/tunnels"
 )
 
 // Config holds the settings of the HTTP face. Zero fields take defaults.
@@ -53,6 +57,12 @@ type Config struct {
 	APIPort int
 	// Version is reported by /health.
 	Version string
+	// TrustForwardedHost makes host routing of previews (see
+	// routeHost) read X-Forwarded-Host before Host, and the preview
+	// proxy pass the client's X-Forwarded-Host and X-Forwarded-Proto on
+	// to the app: for an agent behind an edge that sets them. Off, a
+	// client could pick any exposed port by that header.
+	TrustForwardedHost bool
 }
 
 // Deps are the parts of the agent a Server drives. Every field is
@@ -62,6 +72,10 @@ type Deps struct {
 	Runner    *executor.Runner // runs /run and /run_streaming commands
 	Procs     *procs.Registry  // background processes
 	Forwarder *proxy.Forwarder // the TCP proxy behind /bind_port
+	// Tunnels holds the CONNECT and /tunnel_ws tunnels. If nil, the
+	// Server keeps a Registry of its own with the defaults, the API and
+	// proxy ports of Config reserved, which Close closes.
+	Tunnels *tunnels.Registry
 }
 
 // Server serves the API. Create it with New.
@@ -71,10 +85,15 @@ type Server struct {
 	runner  *executor.Runner
 	procs   *procs.Registry
 	fwd     *proxy.Forwarder
-	cfg     Config
-	router  *mux.Router
-	handler http.Handler
-	started time.Time
+	tunnels *tunnels.Registry
+	// ownTunnels is set if tunnels is the Server's own, for Close.
+	ownTunnels bool
+	preview    *previewProxy
+	exposed    exposedPorts
+	cfg        Config
+	router     *mux.Router
+	handler    http.Handler
+	started    time.Time
 }
 
 // New returns a Server that checks tokens with auth and drives deps.
@@ -95,14 +114,36 @@ func New(log zerolog.Logger, auth *Auth, deps Deps, cfg Config) *Server {
 		cfg.UnauthTimeout = 10 * time.Second
 	}
 	cfg.BasePath = strings.TrimRight(cfg.BasePath, "/")
-	s := &Server{log: log, auth: auth, runner: deps.Runner, procs: deps.Procs, fwd: deps.Forwarder, cfg: cfg,
-		router: mux.NewRouter().SkipClean(true), started: time.Now()} // routePath cleans
+	s := &Server{log: log, auth: auth, runner: deps.Runner, procs: deps.Procs, fwd: deps.Forwarder,
+		tunnels: deps.Tunnels, cfg: cfg, router: mux.NewRouter().SkipClean(true), started: time.Now()} // routePath cleans
+	if s.tunnels == nil {
+		s.tunnels = &tunnels.Registry{Reserved: []int{cfg.APIPort, cfg.ProxyPort}, Log: log}
+		s.ownTunnels = true
+	}
+	s.preview = newPreviewProxy(s)
 	s.routes()
 	// Access logging sees every request, including 401s, 404s and 405s;
 	// authentication guards the whole router rather than a subrouter,
 	// because mux does not run subrouter middleware for 404 and 405.
-	s.handler = s.logRequests(s.routePath(s.requireToken(s.router)))
+	// CONNECT requests and previews routed by host name come before the
+	// agent's own path handling: the first have no path, and the second
+	// are the app's, passed on as sent.
+	s.handler = s.logRequests(s.serveConnect(s.routeHost(s.routePath(s.requireToken(s.router)))))
 	return s
+}
+
+// Close closes the idle connections the preview proxy keeps to the
+// sandbox's apps, and the Server's own tunnels Registry if Deps had none.
+// Call it once the http.Server has shut down; a registry given in Deps is
+// the caller's to close, before this. If ctx ends before the tunnels are
+// gone, Close returns ctx.Err().
+func (s *Server) Close(ctx context.Context) error {
+	var err error
+	if s.ownTunnels {
+		err = s.tunnels.Close(ctx)
+	}
+	s.preview.closeIdle()
+	return err
 }
 
 // newStream opens an event stream on w; see sse.NewWriter.
@@ -208,6 +249,25 @@ func (rec *recorder) ReadFrom(src io.Reader) (int64, error) {
 // deadlines.
 func (rec *recorder) Unwrap() http.ResponseWriter { return rec.ResponseWriter }
 
+// Hijack hands the connection over to a tunnel or a WebSocket. The access
+// log then shows 101, unless the handler writes its own status by hand
+// and says so (CONNECT's 200: see hijacked).
+func (rec *recorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	c, brw, err := http.NewResponseController(rec.ResponseWriter).Hijack()
+	if err == nil && rec.status == 0 {
+		rec.status = http.StatusSwitchingProtocols
+	}
+	return c, brw, err
+}
+
+// hijacked records, for the access log, the status a handler wrote by
+// hand on a connection it hijacked.
+func hijacked(w http.ResponseWriter, status int) {
+	if rec, ok := w.(*recorder); ok {
+		rec.status = status
+	}
+}
+
 // logRequests writes one access-log line per request, at debug level for
 // successes and info for failures.
 func (s *Server) logRequests(next http.Handler) http.Handler {
@@ -219,7 +279,11 @@ func (s *Server) logRequests(next http.Handler) http.Handler {
 		if rec.status >= 400 {
 			ev = s.log.Info()
 		}
-		ev.Str("method", r.Method).Str("path", r.URL.Path).Int("status", rec.status).
+		path := r.URL.Path
+		if r.Method == http.MethodConnect {
+			path = r.RequestURI // an authority-form target has no path
+		}
+		ev.Str("method", r.Method).Str("path", path).Int("status", rec.status).
 			Int64("bytes", rec.bytes).Dur("duration", time.Since(start)).Msg("request")
 	})
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -17,6 +18,7 @@ import (
 	"github.com/sandbox-executor/sandbox-executor/executor"
 	"github.com/sandbox-executor/sandbox-executor/procs"
 	"github.com/sandbox-executor/sandbox-executor/proxy"
+	"github.com/sandbox-executor/sandbox-executor/tunnels"
 )
 
 const testSecret = "test-secret"
@@ -31,21 +33,39 @@ func newTestServer(t *testing.T) (*httptest.Server, *Server) {
 }
 
 func newTestServerWith(t testing.TB, cfg Config, runner *executor.Runner, opts procs.Options) (*httptest.Server, *Server) {
+	return newTestServerTunnels(t, cfg, runner, opts, &tunnels.Registry{})
+}
+
+// newTestServerTunnels is newTestServerWith with tuns for tunnels; the test
+// server's own port is added to tuns.Reserved, as the agent reserves its
+// API port. Each of configure is called with the http.Server before it
+// starts.
+func newTestServerTunnels(t testing.TB, cfg Config, runner *executor.Runner, opts procs.Options, tuns *tunnels.Registry,
+	configure ...func(*http.Server)) (*httptest.Server, *Server) {
 	t.Helper()
 	auth, err := NewStaticAuth(testSecret)
 	require.NoError(t, err)
 	reg := procs.NewRegistry(runner, opts)
 	fwd := &proxy.Forwarder{}
-	s := New(zerolog.Nop(), auth, Deps{Runner: runner, Procs: reg, Forwarder: fwd}, cfg)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	tuns.Reserved = append(tuns.Reserved, ln.Addr().(*net.TCPAddr).Port)
+	s := New(zerolog.Nop(), auth, Deps{Runner: runner, Procs: reg, Forwarder: fwd, Tunnels: tuns}, cfg)
 	// Every request and reply is checked against openapi.yaml.
 	ts := httptest.NewUnstartedServer(openAPICheck(t, s.cfg.BasePath, s))
-	ts.Listener = s.Listener(ts.Config, ts.Listener) // as the agent serves it
+	ts.Listener.Close()
+	ts.Listener = s.Listener(ts.Config, ln) // as the agent serves it
+	for _, f := range configure {
+		f(ts.Config)
+	}
 	ts.Start()
 	t.Cleanup(func() {
 		ts.CloseClientConnections()
 		ts.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
+		require.NoError(t, tuns.Close(ctx))
+		require.NoError(t, s.Close(ctx))
 		require.NoError(t, reg.Close(ctx))
 		require.NoError(t, fwd.Close(ctx))
 	})

@@ -66,14 +66,24 @@ func wsToken(r *http.Request) (string, bool) {
 // (an unknown id is 404) before they call it, since after it only the
 // WebSocket can say anything.
 func acceptWebSocket(w http.ResponseWriter, r *http.Request) (*websocket.Conn, error) {
-	if !isWebSocketUpgrade(r) {
-		return nil, errorf(http.StatusBadRequest, "%s needs a WebSocket upgrade (subprotocol %q)", r.URL.Path, wsProtocol)
-	}
-	if !headerHasToken(r.Header, "Sec-WebSocket-Protocol", wsProtocol) {
-		return nil, errorf(http.StatusBadRequest, "offer the WebSocket subprotocol %q", wsProtocol)
+	if err := checkWebSocket(r); err != nil {
+		return nil, err
 	}
 	// Accept writes its own reply when the handshake is malformed; the
 	// error then only needs logging, which writeError does quietly once
 	// the status is sent.
 	return websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{wsProtocol}})
+}
+
+// checkWebSocket returns the 400 that acceptWebSocket would answer r with
+// for not being an upgrade to wsProtocol, or nil; for a handler that must
+// know before it does anything the upgrade will need (dial a tunnel).
+func checkWebSocket(r *http.Request) error {
+	if !isWebSocketUpgrade(r) {
+		return errorf(http.StatusBadRequest, "%s needs a WebSocket upgrade (subprotocol %q)", r.URL.Path, wsProtocol)
+	}
+	if !headerHasToken(r.Header, "Sec-WebSocket-Protocol", wsProtocol) {
+		return errorf(http.StatusBadRequest, "offer the WebSocket subprotocol %q", wsProtocol)
+	}
+	return nil
 }

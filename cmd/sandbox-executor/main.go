@@ -24,6 +24,7 @@ import (
 	"github.com/sandbox-executor/sandbox-executor/procs"
 	"github.com/sandbox-executor/sandbox-executor/proxy"
 	"github.com/sandbox-executor/sandbox-executor/server"
+	"github.com/sandbox-executor/sandbox-executor/tunnels"
 )
 
 // version is reported by -version and /health. It is a variable, the one
@@ -123,7 +124,9 @@ func (o options) run(ctx context.Context, args []string, getenv func(string) str
 	// The agent's own ports are never forwarded to: the proxy bound to
 	// itself would loop on its first connection.
 	fwd := &proxy.Forwarder{Log: log, Reserved: []int{apiPort, proxyPort}}
-	api := server.New(log, auth, server.Deps{Runner: runner, Procs: reg, Forwarder: fwd}, server.Config{
+	// Nor is a tunnel let into them: a tunnel to the API could open more.
+	tuns := &tunnels.Registry{Max: cfg.maxTunnels, Reserved: []int{apiPort, proxyPort}, Log: log}
+	api := server.New(log, auth, server.Deps{Runner: runner, Procs: reg, Forwarder: fwd, Tunnels: tuns}, server.Config{
 		BasePath:      cfg.basePath,
 		KeepAlive:     cfg.keepAlive,
 		StallTimeout:  cfg.stall,
@@ -133,6 +136,8 @@ func (o options) run(ctx context.Context, args []string, getenv func(string) str
 		ProxyPort:     proxyPort,
 		APIPort:       apiPort,
 		Version:       version,
+
+		TrustForwardedHost: cfg.trustFwdHost,
 	})
 	// Every request's context derives from baseCtx. Cancelling it at
 	// shutdown kills the process groups of /run commands in flight and
@@ -210,7 +215,7 @@ func (o options) run(ctx context.Context, args []string, getenv func(string) str
 	// Teardown, in the order shutdown documents: requests, API, proxy,
 	// background processes; the main command is stopped alongside.
 	stopChild()
-	shutdown(log, cancelBase, srv, fwd, reg, runner)
+	shutdown(log, cancelBase, srv, api, tuns, fwd, reg, runner)
 	stopReaper() // last: the background processes just killed left zombies
 	wg.Wait()    // the main command, if any, has exited: killed at the latest after its grace
 	switch {
@@ -286,17 +291,20 @@ func serveProxy(wg *sync.WaitGroup, errc chan<- error, fwd *proxy.Forwarder, ln 
 // shutdown stops the agent's own parts in this order, within
 // shutdownTimeout in all:
 //  1. cancel the base context: /run commands in flight are killed (their
-//     process groups) and event streams end with their final event;
+//     process groups), event streams end with their final event, and
+//     tunnels and previews (WebSockets included) are closed;
 //  2. shut the API down: stop accepting, let those handlers answer, for
 //     at most httpShutdownTimeout, then close what is left;
-//  3. close the TCP forwarder and its live connections;
-//  4. close the registry: every background process group is killed;
-//  5. kill what finished commands, /run ones included, left in their
+//  3. close the tunnels registry, waiting for the tunnels to be gone, and
+//     the preview proxy's idle connections to the apps;
+//  4. close the TCP forwarder and its live connections;
+//  5. close the registry: every background process group is killed;
+//  6. kill what finished commands, /run ones included, left in their
 //     process groups (`npm start &`).
 //
 // The main command, if any, is stopped by its supervisor meanwhile.
-func shutdown(log zerolog.Logger, cancelBase context.CancelFunc, srv *http.Server, fwd *proxy.Forwarder,
-	reg *procs.Registry, runner *executor.Runner) {
+func shutdown(log zerolog.Logger, cancelBase context.CancelFunc, srv *http.Server, api *server.Server,
+	tuns *tunnels.Registry, fwd *proxy.Forwarder, reg *procs.Registry, runner *executor.Runner) {
 	start := time.Now()
 	cancelBase()
 	httpCtx, cancel := context.WithTimeout(context.Background(), httpShutdownTimeout)
@@ -307,6 +315,13 @@ func shutdown(log zerolog.Logger, cancelBase context.CancelFunc, srv *http.Serve
 	}
 	ctx, cancel := context.WithDeadline(context.Background(), start.Add(shutdownTimeout))
 	defer cancel()
+	// Hijacked connections are not the http.Server's to wait for.
+	if err := tuns.Close(ctx); err != nil {
+		log.Warn().Err(err).Msg("tunnels shutdown")
+	}
+	if err := api.Close(ctx); err != nil {
+		log.Warn().Err(err).Msg("API close")
+	}
 	if err := fwd.Close(ctx); err != nil {
 		log.Warn().Err(err).Msg("TCP proxy shutdown")
 	}
