@@ -125,6 +125,14 @@ func (c *docChecker) newExchange(r *http.Request) *exchange {
 	}
 	ex := &exchange{c: c, req: req, what: r.Method + " " + r.URL.Path}
 	ex.route, ex.params, _ = c.doc.router.FindRoute(req) // nil: not in the document
+	if ex.route != nil {
+		// kin-openapi takes an empty path parameter for a missing one, as
+		// OpenAPI has them; a rest of the path (x-rest-of-path) may be
+		// empty (/proxy/8000/), and is then checked as "/".
+		if name, ok := ex.route.PathItem.Extensions["x-rest-of-path"].(string); ok && ex.params[name] == "" {
+			ex.params[name] = "/"
+		}
+	}
 	return ex
 }
 
