@@ -20,6 +20,7 @@ import (
 	"github.com/sandbox-executor/sandbox-executor/procs"
 	"github.com/sandbox-executor/sandbox-executor/proxy"
 	"github.com/sandbox-executor/sandbox-executor/server"
+	"github.com/sandbox-executor/sandbox-executor/tunnels"
 )
 
 const testSecret = "client-test-secret"
@@ -50,7 +51,9 @@ func startAgent(t *testing.T, ac agentConfig) *testAgent {
 	runner := &executor.Runner{Shell: ac.shell, DrainDelay: 500 * time.Millisecond}
 	reg := procs.NewRegistry(runner, ac.procs)
 	fwd := &proxy.Forwarder{}
-	var h http.Handler = server.New(zerolog.Nop(), auth, server.Deps{Runner: runner, Procs: reg, Forwarder: fwd}, ac.server)
+	tuns := &tunnels.Registry{}
+	srv := server.New(zerolog.Nop(), auth, server.Deps{Runner: runner, Procs: reg, Forwarder: fwd, Tunnels: tuns}, ac.server)
+	var h http.Handler = srv
 	if ac.wrap != nil {
 		h = ac.wrap(h)
 	}
@@ -60,6 +63,8 @@ func startAgent(t *testing.T, ac agentConfig) *testAgent {
 		ts.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
+		require.NoError(t, tuns.Close(ctx))
+		require.NoError(t, srv.Close(ctx))
 		require.NoError(t, reg.Close(ctx))
 		require.NoError(t, fwd.Close(ctx))
 	})

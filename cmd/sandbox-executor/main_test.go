@@ -145,6 +145,8 @@ func TestParseConfig(t *testing.T) {
 			assert.Equal(t, 30*time.Second, c.bodyTime)
 			assert.Equal(t, 10*time.Second, c.unauthTime)
 			assert.Zero(t, c.maxConns)
+			assert.Zero(t, c.maxTunnels)
+			assert.False(t, c.trustFwdHost)
 			assert.Empty(t, c.secret)
 			assert.Nil(t, c.command)
 		}},
@@ -258,6 +260,16 @@ func TestParseConfig(t *testing.T) {
 			wantErr: `invalid keepalive "15" (from SSE_KEEPALIVE)`},
 		{name: "bad stall timeout", args: []string{"-stall-timeout", "0s"},
 			wantErr: `invalid stall-timeout "0s" (from -stall-timeout)`},
+		{name: "tunnels and forwarded host", args: []string{"-max-tunnels", "7"},
+			env: map[string]string{"SANDBOX_TRUST_FORWARDED_HOST": "TRUE"},
+			check: func(t *testing.T, c config) {
+				assert.Equal(t, 7, c.maxTunnels)
+				assert.True(t, c.trustFwdHost)
+			}},
+		{name: "bad trust-forwarded-host", env: map[string]string{"SANDBOX_TRUST_FORWARDED_HOST": "maybe"},
+			wantErr: `invalid trust-forwarded-host "maybe" (from SANDBOX_TRUST_FORWARDED_HOST): want true or false`},
+		{name: "bad max-tunnels", args: []string{"-max-tunnels", "-1"},
+			wantErr: `invalid max-tunnels "-1" (from -max-tunnels)`},
 		{name: "stray argument", args: []string{"sh"},
 			wantErr: `unexpected argument "sh": the main command goes after --`},
 	}
