@@ -57,6 +57,7 @@ func sections() []section {
 		{"startup", "8: start-up and binary size", (*bench).sectionStartup},
 		{"procs500", "9: RSS with 500 running processes that printed 9 MB each", (*bench).sectionRingBudget},
 		{"read32", "10: peak RSS of 32 concurrent read_file of 63 MiB", (*bench).sectionReadFile},
+		{"tunnel", "11: CONNECT and WebSocket tunnels, preview proxy", (*bench).sectionTunnel},
 	}
 }
 
@@ -107,6 +108,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return relayMain(args[1:])
 		case sinkArg:
 			return sinkMain(args[1:])
+		case httpAppArg:
+			return httpAppMain(args[1:])
 		}
 	}
 	fs := flag.NewFlagSet("sandbox-bench", flag.ContinueOnError)
