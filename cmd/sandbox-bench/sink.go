@@ -16,6 +16,9 @@ const (
 	// replies with the count as 8 bytes: a bulk transfer that needs no
 	// half-close, which a WebSocket tunnel cannot pass.
 	modeCount = 'C'
+	// modeSource reads an 8-byte big-endian length n, then writes n bytes
+	// and closes: a bulk transfer the other way.
+	modeSource = 'R'
 )
 
 // sinkServer is the loopback server behind the TCP proxy in figure 6: a
@@ -120,6 +123,19 @@ func (s *sinkServer) serveConn(c net.Conn) {
 		}
 		binary.BigEndian.PutUint64(hdr[:], n)
 		_, _ = c.Write(hdr[:])
+	case modeSource:
+		var hdr [8]byte
+		if _, err := io.ReadFull(c, hdr[:]); err != nil {
+			return
+		}
+		buf := make([]byte, 256<<10)
+		for left := binary.BigEndian.Uint64(hdr[:]); left > 0; {
+			m, err := c.Write(buf[:min(uint64(len(buf)), left)])
+			left -= uint64(m)
+			if err != nil {
+				return
+			}
+		}
 	case modeSink:
 		buf := make([]byte, 256<<10)
 		var n uint64

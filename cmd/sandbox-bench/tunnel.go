@@ -53,27 +53,34 @@ func (b *bench) sectionTunnel(ctx context.Context) error {
 	}
 
 	// The kinds alternate, so that the machine's drift hits all alike.
-	var viaRelay, viaConnect, viaWS []float64
+	kinds := []func(context.Context) (net.Conn, error){dialRelay, dialConnect, dialWS}
+	up, down := make([][]float64, len(kinds)), make([][]float64, len(kinds))
 	for range tunnelBulkRepeats {
-		for _, k := range []struct {
-			dial func(context.Context) (net.Conn, error)
-			out  *[]float64
-		}{{dialRelay, &viaRelay}, {dialConnect, &viaConnect}, {dialWS, &viaWS}} {
-			d, err := countedBulk(ctx, k.dial)
+		for i, dial := range kinds {
+			d, err := countedBulk(ctx, dial)
 			if err != nil {
-				return fmt.Errorf("bulk: %w", err)
+				return fmt.Errorf("bulk up: %w", err)
 			}
-			*k.out = append(*k.out, tunnelBulkBytes/d.Seconds()/(1<<30))
+			up[i] = append(up[i], tunnelBulkBytes/d.Seconds()/(1<<30))
+			if d, err = sourcedBulk(ctx, dial); err != nil {
+				return fmt.Errorf("bulk down: %w", err)
+			}
+			down[i] = append(down[i], tunnelBulkBytes/d.Seconds()/(1<<30))
 		}
 	}
-	relayMed, connectMed := medianFloat(viaRelay), medianFloat(viaConnect)
-	const relayRef = "the bare io.Copy relay process to the same sink"
-	b.rep.add(newFigure("11 tunnels", "CONNECT tunnel, bulk 512 MiB", connectMed, "GiB/s").
-		withRef(relayMed, relayRef).ratioAtLeast(0.95).
-		withNote("median of %d, alternating with the relay and the WebSocket tunnel", tunnelBulkRepeats))
-	b.rep.add(newFigure("11 tunnels", "WebSocket tunnel (/tunnel_ws), bulk 512 MiB", medianFloat(viaWS), "GiB/s").
-		withRef(connectMed, "the CONNECT tunnel").ratioAtLeast(0.6).
-		withNote("binary messages of the copy's reads; the client's WebSocket in this process"))
+	const relayRef = "the bare io.Copy relay process to the same server"
+	for _, dir := range []struct {
+		name string
+		v    [][]float64
+	}{{"to the port", up}, {"from the port", down}} {
+		relayMed, connectMed, wsMed := medianFloat(dir.v[0]), medianFloat(dir.v[1]), medianFloat(dir.v[2])
+		b.rep.add(newFigure("11 tunnels", "CONNECT tunnel, bulk 512 MiB "+dir.name, connectMed, "GiB/s").
+			withRef(relayMed, relayRef).ratioAtLeast(0.95).
+			withNote("median of %d, alternating with the relay and the WebSocket tunnel", tunnelBulkRepeats))
+		b.rep.add(newFigure("11 tunnels", "WebSocket tunnel, bulk 512 MiB "+dir.name, wsMed, "GiB/s").
+			withRef(connectMed, "the CONNECT tunnel").ratioAtLeast(0.6).
+			withNote("binary messages; the client's WebSocket (coder/websocket) in this process"))
+	}
 
 	conns := make([]net.Conn, 2)
 	for i, d := range []func(context.Context) (net.Conn, error){dialRelay, dialConnect} {
@@ -122,6 +129,34 @@ func countedBulk(ctx context.Context, dial func(context.Context) (net.Conn, erro
 	}
 	if n := binary.BigEndian.Uint64(reply[:]); n != tunnelBulkBytes {
 		return 0, fmt.Errorf("sink counted %d bytes, want %d", n, tunnelBulkBytes)
+	}
+	return time.Since(start), nil
+}
+
+// sourcedBulk asks the server in modeSource for tunnelBulkBytes through the
+// connection dial opens and reads them to the end.
+func sourcedBulk(ctx context.Context, dial func(context.Context) (net.Conn, error)) (time.Duration, error) {
+	start := time.Now()
+	c, err := dial(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(connTimeout))
+	var hdr [9]byte
+	hdr[0] = modeSource
+	binary.BigEndian.PutUint64(hdr[1:], tunnelBulkBytes)
+	if _, err := c.Write(hdr[:]); err != nil {
+		return 0, err
+	}
+	buf := make([]byte, bulkChunk)
+	var n int64
+	for n < tunnelBulkBytes {
+		m, err := c.Read(buf)
+		n += int64(m)
+		if err != nil {
+			return 0, fmt.Errorf("after %d bytes: %w", n, err)
+		}
 	}
 	return time.Since(start), nil
 }
