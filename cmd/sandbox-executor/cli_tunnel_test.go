@@ -177,3 +177,16 @@ func atoi(t *testing.T, s string) int {
 	require.NoError(t, err)
 	return n
 }
+
+// The agent's own API and proxy ports are refused to tunnels: no loops.
+func TestTunnelOwnPortsRefused(t *testing.T) {
+	a := startCLIAgent(t)
+	for _, addr := range []net.Addr{a.api, a.proxy} {
+		for _, ws := range []bool{false, true} {
+			_, err := a.c.DialTunnel(t.Context(), addr.(*net.TCPAddr).Port, client.DialOptions{WebSocket: ws})
+			var ae *client.Error
+			require.ErrorAs(t, err, &ae, "%s ws %v", addr, ws)
+			assert.Equal(t, http.StatusForbidden, ae.StatusCode, "%s ws %v", addr, ws)
+		}
+	}
+}

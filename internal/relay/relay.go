@@ -41,6 +41,7 @@ func Join(a, b Stream) (aToB, bToA int64, err error) {
 	go copyHalf(ab, b, a)
 	go copyHalf(ba, a, b)
 	var first error
+	closed := false // a copy closed its side, which could not half-close
 	for range 2 {
 		var r copied
 		select {
@@ -51,6 +52,10 @@ func Join(a, b Stream) (aToB, bToA int64, err error) {
 			bToA = r.n
 			ba = nil
 		}
+		if closed {
+			r.err = nil // the other copy's read of the side closed: no failure
+		}
+		closed = closed || r.closed
 		if r.err != nil && first == nil {
 			first = r.err
 			a.Close()
@@ -64,8 +69,9 @@ func Join(a, b Stream) (aToB, bToA int64, err error) {
 
 // copied is what one copy of a join moved, and how it ended.
 type copied struct {
-	n   int64
-	err error // nil at EOF
+	n      int64
+	err    error // nil at EOF
+	closed bool  // dst could not half-close, and was closed
 }
 
 // copyHalf copies src to dst, then half-closes dst so that its peer sees
@@ -77,14 +83,16 @@ type copied struct {
 // so goroutine dumps show what each copy is.
 func copyHalf(done chan<- copied, dst, src Stream) {
 	n, err := io.Copy(dst, src)
+	closed := false
 	if err == nil {
 		if cw, ok := dst.(interface{ CloseWrite() error }); ok {
 			_ = cw.CloseWrite() // a peer already gone shows in the other copy
 		} else {
 			dst.Close()
+			closed = true
 		}
 	}
-	done <- copied{n, err}
+	done <- copied{n, err, closed}
 }
 
 // DialLoopback connects to port on 127.0.0.1 and, if that is refused, on
