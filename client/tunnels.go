@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/sandbox-executor/sandbox-executor/internal/relay"
 )
 
 // ErrConnectUnsupported is matched by errors.Is when a CONNECT did not
@@ -197,7 +199,7 @@ func (c *Client) dialWebSocket(ctx context.Context, port int) (net.Conn, error) 
 		return nil, &ConnError{URL: c.base, Err: err}
 	}
 	// Not ctx: it bounds the opening only. Close ends the tunnel.
-	return websocket.NetConn(context.WithoutCancel(ctx), ws, websocket.MessageBinary), nil
+	return relay.WebSocket(context.WithoutCancel(ctx), ws), nil
 }
 
 // bufferedConn is a tunnel whose first bytes were read with the CONNECT

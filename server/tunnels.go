@@ -13,6 +13,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/sandbox-executor/sandbox-executor/internal/relay"
 	"github.com/sandbox-executor/sandbox-executor/tunnels"
 )
 
@@ -197,7 +198,7 @@ func (s *Server) handleTunnelWS(w http.ResponseWriter, r *http.Request) error {
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go pingTunnel(ctx, &wg, c, s.cfg.KeepAlive)
-	_ = tun.Join(websocket.NetConn(ctx, c, websocket.MessageBinary), nil)
+	_ = tun.Join(relay.WebSocket(ctx, c), nil)
 	cancel()
 	wg.Wait()
 	return nil

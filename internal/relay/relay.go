@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"strconv"
+	"sync/atomic"
 	"syscall"
 )
 
@@ -38,10 +39,14 @@ type Stream interface {
 // themselves, unwrapped: io.Copy reaches TCPConn.ReadFrom only then.
 func Join(a, b Stream) (aToB, bToA int64, err error) {
 	ab, ba := make(chan copied, 1), make(chan copied, 1) // one slot each, so neither copier can leak
-	go copyHalf(ab, b, a)
-	go copyHalf(ba, a, b)
+	// closing is set by a copy about to close its side, which cannot
+	// half-close: the other copy's read of that side then fails (a
+	// WebSocket's NetConn cancels its reads first of all), which is the
+	// end of the stream, not a failure.
+	var closing atomic.Bool
+	go copyHalf(ab, &closing, b, a)
+	go copyHalf(ba, &closing, a, b)
 	var first error
-	closed := false // a copy closed its side, which could not half-close
 	for range 2 {
 		var r copied
 		select {
@@ -52,10 +57,9 @@ func Join(a, b Stream) (aToB, bToA int64, err error) {
 			bToA = r.n
 			ba = nil
 		}
-		if closed {
-			r.err = nil // the other copy's read of the side closed: no failure
+		if closing.Load() {
+			r.err = nil
 		}
-		closed = closed || r.closed
 		if r.err != nil && first == nil {
 			first = r.err
 			a.Close()
@@ -69,30 +73,28 @@ func Join(a, b Stream) (aToB, bToA int64, err error) {
 
 // copied is what one copy of a join moved, and how it ended.
 type copied struct {
-	n      int64
-	err    error // nil at EOF
-	closed bool  // dst could not half-close, and was closed
+	n   int64
+	err error // nil at EOF
 }
 
 // copyHalf copies src to dst, then half-closes dst so that its peer sees
 // EOF while the other direction goes on; a dst that cannot half-close is
-// closed. It reports how much it copied on done.
+// closed, closing set first. It reports how much it copied on done.
 //
 // copyHalf runs in its own goroutine, two per join; it ends when src
 // reaches EOF or either side fails or is closed. It is a named function
 // so goroutine dumps show what each copy is.
-func copyHalf(done chan<- copied, dst, src Stream) {
+func copyHalf(done chan<- copied, closing *atomic.Bool, dst, src Stream) {
 	n, err := io.Copy(dst, src)
-	closed := false
 	if err == nil {
 		if cw, ok := dst.(interface{ CloseWrite() error }); ok {
 			_ = cw.CloseWrite() // a peer already gone shows in the other copy
 		} else {
+			closing.Store(true)
 			dst.Close()
-			closed = true
 		}
 	}
-	done <- copied{n, err, closed}
+	done <- copied{n, err}
 }
 
 // DialLoopback connects to port on 127.0.0.1 and, if that is refused, on
