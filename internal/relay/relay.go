@@ -85,7 +85,7 @@ type copied struct {
 // reaches EOF or either side fails or is closed. It is a named function
 // so goroutine dumps show what each copy is.
 func copyHalf(done chan<- copied, closing *atomic.Bool, dst, src Stream) {
-	n, err := io.Copy(dst, src)
+	n, err := copyStream(dst, src)
 	if err == nil {
 		if cw, ok := dst.(interface{ CloseWrite() error }); ok {
 			_ = cw.CloseWrite() // a peer already gone shows in the other copy
@@ -95,6 +95,23 @@ func copyHalf(done chan<- copied, closing *atomic.Bool, dst, src Stream) {
 		}
 	}
 	done <- copied{n, err}
+}
+
+// copyBufferSize is the buffer of a copy that cannot splice: each read
+// from a WebSocket, and each message written to one, is up to this big.
+const copyBufferSize = 128 << 10
+
+// copyStream copies src to dst: with io.Copy between two sockets, which
+// splices, else through a buffer of copyBufferSize.
+func copyStream(dst, src Stream) (int64, error) {
+	_, tcpDst := dst.(*net.TCPConn)
+	_, tcpSrc := src.(*net.TCPConn)
+	if tcpDst && tcpSrc {
+		return io.Copy(dst, src)
+	}
+	// Hidden behind plain Reader and Writer, a TCP side cannot make
+	// io.Copy use its ReadFrom or WriteTo, which take 32 KiB at a time.
+	return io.CopyBuffer(struct{ io.Writer }{dst}, struct{ io.Reader }{src}, make([]byte, copyBufferSize))
 }
 
 // DialLoopback connects to port on 127.0.0.1 and, if that is refused, on
