@@ -61,10 +61,7 @@ func TestDialTunnel(t *testing.T) {
 // Refusals are the agent's *Error: a refused token, a closed port.
 func TestDialTunnelRefused(t *testing.T) {
 	a := startAgent(t, agentConfig{})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	closed := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
+	closed := testutil.ClosedPort(t)
 	for _, ws := range []bool{false, true} {
 		_, err := a.c.DialTunnel(t.Context(), closed, client.DialOptions{WebSocket: ws})
 		var ae *client.Error

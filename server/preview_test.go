@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sandbox-executor/sandbox-executor/executor"
+	"github.com/sandbox-executor/sandbox-executor/internal/testutil"
 	"github.com/sandbox-executor/sandbox-executor/procs"
 )
 
@@ -173,7 +174,7 @@ func TestPreviewReplies(t *testing.T) {
 	assert.Equal(t, "the app has no such page\n", body)
 	assert.Equal(t, "text/plain; charset=utf-8", resp.Header.Get("Content-Type"))
 
-	closed := strconv.Itoa(closedPort(t))
+	closed := strconv.Itoa(testutil.ClosedPort(t))
 	resp, body = send(t, ts, http.MethodGet, "/proxy/"+closed+"/", nil, authed())
 	assert.Equal(t, http.StatusBadGateway, resp.StatusCode)
 	assert.JSONEq(t, `{"error":"nothing is listening on port `+closed+` in the sandbox"}`, body)

@@ -36,16 +36,6 @@ func echoPort(t *testing.T) int {
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
-// closedPort returns a loopback port nothing listens on.
-func closedPort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	return port
-}
-
 func portOf(ts *httptest.Server) int { return ts.Listener.Addr().(*net.TCPAddr).Port }
 
 // connect sends "CONNECT target" with header lines (such as
@@ -145,7 +135,7 @@ func TestConnectTargets(t *testing.T) {
 		{"127.0.0.1", http.StatusBadRequest},
 		{"/run", http.StatusBadRequest},
 		{"/tunnel/x", http.StatusBadRequest},
-		{"127.0.0.1:" + strconv.Itoa(closedPort(t)), http.StatusBadGateway},
+		{"127.0.0.1:" + strconv.Itoa(testutil.ClosedPort(t)), http.StatusBadGateway},
 	} {
 		_, _, resp := connect(t, ts, tt.target, "", proxyAuth)
 		assert.Equal(t, tt.want, resp.StatusCode, tt.target)
@@ -281,10 +271,10 @@ func TestTunnelWebSocket(t *testing.T) {
 	require.NoError(t, nc.Close(), "a normal closure")
 
 	for query, want := range map[string]int{
-		"":                                     http.StatusBadRequest,
-		"?port=0":                              http.StatusBadRequest,
-		"?port=" + strconv.Itoa(closedPort(t)): http.StatusBadGateway,
-		"?port=" + strconv.Itoa(portOf(ts)):    http.StatusForbidden,
+		"":        http.StatusBadRequest,
+		"?port=0": http.StatusBadRequest,
+		"?port=" + strconv.Itoa(testutil.ClosedPort(t)): http.StatusBadGateway,
+		"?port=" + strconv.Itoa(portOf(ts)):             http.StatusForbidden,
 	} {
 		_, resp, err := wsDial(t, ts, query)
 		require.Error(t, err, query)

@@ -31,17 +31,6 @@ func echoPort(t *testing.T) int {
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
-// closedPort returns a loopback port that nothing listens on (it did a
-// moment ago).
-func closedPort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	return port
-}
-
 func newRegistry(t *testing.T) *Registry {
 	t.Helper()
 	r := &Registry{}
@@ -95,7 +84,7 @@ func TestTargets(t *testing.T) {
 		{"another host", Target{IP: netip.MustParseAddr("10.0.0.1"), Port: port}, ErrNotLoopback},
 		{"unspecified", Target{IP: netip.MustParseAddr("0.0.0.0"), Port: port}, ErrNotLoopback},
 		{"reserved", Target{Port: r.Reserved[0]}, ErrReservedPort},
-		{"nothing listening", Target{Port: closedPort(t)}, ErrRefused},
+		{"nothing listening", Target{Port: testutil.ClosedPort(t)}, ErrRefused},
 		{"127.0.0.1", Target{IP: netip.MustParseAddr("127.0.0.1"), Port: port}, nil},
 		{"mapped 127.0.0.1", Target{IP: netip.MustParseAddr("::ffff:127.0.0.1"), Port: port}, nil},
 		{"any loopback", Target{Port: port}, nil},

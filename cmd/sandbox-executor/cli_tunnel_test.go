@@ -127,12 +127,7 @@ func TestCLITunnelListen(t *testing.T) {
 // does not pass CONNECT.
 func TestCLITunnelErrors(t *testing.T) {
 	a := startCLIAgent(t)
-	closed := func() string {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		require.NoError(t, err)
-		defer ln.Close()
-		return strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
-	}()
+	closed := strconv.Itoa(testutil.ClosedPort(t))
 	r := runCLI(t, map[string]string{"SANDBOX_URL": a.url, "SANDBOX_SECRET": "wrong"}, nil, "tunnel", "-port", echoPort(t))
 	assert.Equal(t, 1, r.code)
 	assert.Equal(t, "sandbox-executor tunnel: the agent refused the token (407): set SANDBOX_SECRET (or -token) to the agent's secret\n", r.stderr)
