@@ -26,7 +26,7 @@ run: build
 	@echo "sandbox-executor $(VERSION): API on http://127.0.0.1:3030, TCP proxy on 127.0.0.1:3031"
 	@echo "development secret: $(DEV_SECRET)"
 	@echo "try: curl -s -H 'Authorization: Bearer $(DEV_SECRET)' -d '{\"cmd\":\"uname -a\"}' http://127.0.0.1:3030/run"
-	SANDBOX_SECRET=$(DEV_SECRET) LOG_LEVEL=$${LOG_LEVEL:-debug} $(BIN) -addr 127.0.0.1:3030 -proxy-addr 127.0.0.1:3031
+	SANDBOX_SECRET=$(DEV_SECRET) LOG_LEVEL=$${LOG_LEVEL:-debug} LOG_FORMAT=$${LOG_FORMAT:-console} $(BIN) -addr 127.0.0.1:3030 -proxy-addr 127.0.0.1:3031
 
 test: test-go test-clients
 

@@ -20,6 +20,8 @@ import (
 	"github.com/sandbox-executor/sandbox-executor/procs"
 	"github.com/sandbox-executor/sandbox-executor/proxy"
 	"github.com/sandbox-executor/sandbox-executor/server"
+	"github.com/sandbox-executor/sandbox-executor/sessions"
+	"github.com/sandbox-executor/sandbox-executor/terminals"
 	"github.com/sandbox-executor/sandbox-executor/tunnels"
 )
 
@@ -50,9 +52,13 @@ func startAgent(t *testing.T, ac agentConfig) *testAgent {
 	require.NoError(t, err)
 	runner := &executor.Runner{Shell: ac.shell, DrainDelay: 500 * time.Millisecond}
 	reg := procs.NewRegistry(runner, ac.procs)
+	terms := terminals.NewRegistry(runner, terminals.Options{DrainDelay: 200 * time.Millisecond})
 	fwd := &proxy.Forwarder{}
+	sess, err := sessions.New(runner, sessions.Options{StateDir: t.TempDir(), WorkdirParent: t.TempDir()})
+	require.NoError(t, err)
 	tuns := &tunnels.Registry{}
-	srv := server.New(zerolog.Nop(), auth, server.Deps{Runner: runner, Procs: reg, Forwarder: fwd, Tunnels: tuns}, ac.server)
+	srv := server.New(zerolog.Nop(), auth,
+		server.Deps{Runner: runner, Procs: reg, Forwarder: fwd, Terminals: terms, Sessions: sess, Tunnels: tuns}, ac.server)
 	var h http.Handler = srv
 	if ac.wrap != nil {
 		h = ac.wrap(h)
@@ -65,8 +71,10 @@ func startAgent(t *testing.T, ac agentConfig) *testAgent {
 		defer cancel()
 		require.NoError(t, tuns.Close(ctx))
 		require.NoError(t, srv.Close(ctx))
+		require.NoError(t, terms.Close(ctx))
 		require.NoError(t, reg.Close(ctx))
 		require.NoError(t, fwd.Close(ctx))
+		require.NoError(t, sess.Close(ctx))
 	})
 	return &testAgent{ts: ts, c: newClient(t, ts, ts.URL+ac.server.BasePath, testSecret), reg: reg}
 }

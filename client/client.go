@@ -114,14 +114,21 @@ func (e *Error) Error() string {
 // an unknown process id, from KillProcess, ProcessLogs or FollowLogs.
 var ErrProcessNotFound = errors.New("process not found")
 
+// ErrSessionNotFound is matched by errors.Is for an agent's 404 naming an
+// unknown session, from DeleteSession or a command's Session.
+var ErrSessionNotFound = errors.New("session not found")
+
 // Is reports whether the agent's words match target: ErrProcessNotFound,
-// or, for a file operation the file system refused, fs.ErrNotExist,
+// ErrSessionNotFound, or, for a file operation the file system refused, fs.ErrNotExist,
 // fs.ErrExist or fs.ErrPermission. The agent reports file errors in the
 // operating system's words (it does not send codes), so that is what is
 // matched.
 func (e *Error) Is(target error) bool {
 	if target == ErrProcessNotFound {
 		return strings.HasPrefix(e.Message, "process not found")
+	}
+	if target == ErrSessionNotFound {
+		return e.StatusCode == http.StatusNotFound && strings.HasPrefix(e.Message, "session not found")
 	}
 	if e.StatusCode != http.StatusOK {
 		return false

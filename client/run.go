@@ -21,10 +21,15 @@ type Command struct {
 	// sent in seconds.
 	Timeout time.Duration
 	// Session, if not empty, runs the command in that session of the
-	// agent, whose working directory and exported variables carry over
-	// between commands. The agent must support sessions: one that does
-	// not ignores the field and runs the command on its own.
+	// agent (CreateSession), whose working directory and exported
+	// variables carry over between commands: a Run or RunStream command
+	// that ends by itself leaves them to the next. An unknown session is
+	// an *Error matching ErrSessionNotFound. (An agent without sessions
+	// ignores the field and runs the command on its own.)
 	Session string
+	// User, if not empty, runs the command as that user (a name or a
+	// numeric uid); the agent must run as root.
+	User string
 	// Keepalive asks RunStream's agent for ": ping" comments while the
 	// command is silent, for clients and proxies that end idle
 	// connections. Run and StartProcess ignore it.
@@ -38,11 +43,12 @@ type commandBody struct {
 	Env       map[string]string `json:"env,omitempty"`
 	Timeout   float64           `json:"timeout,omitempty"`
 	Session   string            `json:"session,omitempty"`
+	User      string            `json:"user,omitempty"`
 	Keepalive bool              `json:"keepalive,omitempty"`
 }
 
 func (c Command) body(streaming bool) commandBody {
-	b := commandBody{Cmd: c.Cmd, Cwd: c.Cwd, Env: c.Env, Session: c.Session, Keepalive: streaming && c.Keepalive}
+	b := commandBody{Cmd: c.Cmd, Cwd: c.Cwd, Env: c.Env, Session: c.Session, User: c.User, Keepalive: streaming && c.Keepalive}
 	if c.Timeout > 0 {
 		b.Timeout = c.Timeout.Seconds()
 	}

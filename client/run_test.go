@@ -168,8 +168,11 @@ func TestCommandFieldsOnTheWire(t *testing.T) {
 		})
 	}
 	a := startAgent(t, agentConfig{wrap: record})
+	// The agent runs commands only in sessions that exist.
+	_, _, err := a.c.CreateSession(t.Context(), client.SessionConfig{ID: "s1"})
+	require.NoError(t, err)
 	cmd := client.Command{Cmd: "true", Timeout: 1500 * time.Millisecond, Session: "s1", Keepalive: true}
-	_, err := a.c.Run(t.Context(), cmd)
+	_, err = a.c.Run(t.Context(), cmd)
 	require.NoError(t, err)
 	for _, err := range a.c.RunStream(t.Context(), cmd) {
 		require.NoError(t, err)

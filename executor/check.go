@@ -97,6 +97,10 @@ func startError(c Command, err error) error {
 		if dirErr := checkDir(c.Dir); dirErr != nil {
 			return dirErr
 		}
+		// checkDir asks as the agent; the chdir was the user's.
+		if c.User != nil && c.Dir != "" && errors.Is(err, syscall.EACCES) {
+			return &dirError{c.Dir, "is not accessible to user " + c.User.Name + " (permission denied)"}
+		}
 	}
 	return err
 }

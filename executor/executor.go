@@ -29,6 +29,10 @@ var (
 	// an environment variable whose name is empty or holds '=', or a
 	// command or environment over the kernel's size limits (E2BIG).
 	ErrInvalidCommand = errors.New("invalid command")
+	// ErrNotPrivileged is returned by Start, Run and LookupUser when a
+	// command is to run as another user (Command.User) but the agent may
+	// not switch users: it does not run as root.
+	ErrNotPrivileged = errors.New("running a command as another user needs an agent running as root")
 	// ErrBusy is returned by Start and Run when Runner.MaxRunning commands
 	// are running already, or the system refused a new process for lack
 	// of resources (fork's EAGAIN). Nothing was started; trying again
@@ -40,7 +44,17 @@ var (
 type Command struct {
 	Cmd string            // run as Shell -c Cmd
 	Dir string            // working directory; empty means the agent's own
-	Env map[string]string // added to Runner.Env; nil adds nothing
+	Env map[string]string // added to BaseEnv, else to Runner.Env; nil adds nothing
+	// BaseEnv, if not nil, is the whole environment Env is added to, in
+	// place of Runner.Env: a session's. See env.go.
+	BaseEnv []string
+	// User, if not nil, runs the command as that user, with its groups.
+	// Its HOME, USER and LOGNAME are the caller's to set (User.Env).
+	User *User
+	// OnStart, if set, is called with the process as soon as it has
+	// started, before Start or Run returns; a session uses it to know its
+	// process groups.
+	OnStart func(*Process)
 	// Timeout, if positive, is how long the command may run before its
 	// process group is killed and it ends with ExitTimedOut.
 	Timeout time.Duration
@@ -75,6 +89,10 @@ type Runner struct {
 	// eighth of the open-file limit, between 16 and 2,000; see
 	// defaultMaxRunning.
 	MaxRunning int
+	// Privileged reports whether commands may run as another user
+	// (Command.User). If nil, they may when the agent's effective uid is
+	// 0; tests set it.
+	Privileged func() bool
 	// OOMScoreAdj is how much higher than the agent's own oom_score_adj
 	// each command's is set (at most 1000), so that when memory runs out
 	// the kernel kills a command before it kills the agent. If zero, 500;
@@ -149,6 +167,7 @@ type Process struct {
 	res      Result
 	timedOut atomic.Bool // set by cmd.Cancel when the timeout, not the caller, ended the command
 	reaped   atomic.Bool // set by wait once cmd.Wait has returned: the group's number may be reused once the group is empty
+	tty      bool        // started by StartTTY: it leads a session, whose jobs have groups of their own
 }
 
 // Run runs c to the end and returns its result with what it wrote, each
@@ -178,7 +197,7 @@ func (r *Runner) Start(ctx context.Context, c Command, fn LineFunc) (*Process, e
 }
 
 func (r *Runner) start(ctx context.Context, c Command, bufs buffers, stdout, stderr consumeFunc) (*Process, error) {
-	if err := Check(c); err != nil {
+	if err := r.check(c); err != nil {
 		return nil, err
 	}
 	if err := r.acquire(); err != nil {
@@ -202,8 +221,8 @@ func (r *Runner) startProcess(ctx context.Context, c Command, bufs buffers, stdo
 	p := &Process{runner: r, done: make(chan struct{})}
 	cmd := exec.CommandContext(ctx, r.shell(), "-c", c.Cmd)
 	cmd.Dir = c.Dir
-	cmd.Env = r.env(c.Env)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Env = r.env(c)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: c.credential()}
 	// exec calls Cancel from its own goroutine when ctx ends while the
 	// shell runs; killing the group rather than the shell is what stops
 	// grandchildren too.
@@ -237,6 +256,9 @@ func (r *Runner) startProcess(ctx context.Context, c Command, bufs buffers, stdo
 	closeAll(outW, errW) // the child has its copies; EOF comes when it and its children close theirs
 	r.oom.adjust(cmd.Process.Pid, r.OOMScoreAdj)
 	r.started(p)
+	if c.OnStart != nil {
+		c.OnStart(p)
+	}
 	if c.Timeout > 0 {
 		timer := time.AfterFunc(c.Timeout, cancelTimeout)
 		cancel := cancelTimeout
@@ -259,10 +281,10 @@ func (p *Process) startCmd() error {
 	return p.cmd.Start()
 }
 
-func (r *Runner) env(extra map[string]string) []string {
-	base := r.Env
+func (r *Runner) env(c Command) []string {
+	base, extra := c.BaseEnv, c.Env
 	if base == nil {
-		base = os.Environ()
+		base = r.baseEnv()
 	}
 	if len(extra) == 0 {
 		return base
@@ -360,6 +382,18 @@ func (p *Process) Signal(sig syscall.Signal) error {
 	if err == nil && !sent {
 		return ErrFinished
 	}
+	return err
+}
+
+// Kill sends SIGKILL to everything of the command's that is still ours:
+// its process group (what a finished command left there included), or,
+// for a command started by StartTTY, its whole session (see
+// SignalSession). It returns ErrFinished if nothing was left.
+func (p *Process) Kill() error {
+	if !p.tty {
+		return p.Signal(syscall.SIGKILL)
+	}
+	_, err := p.SignalSession(syscall.SIGKILL)
 	return err
 }
 

@@ -32,6 +32,16 @@ func (r *Runner) maxRunning() int {
 	return r.MaxRunning
 }
 
+// Running returns how many commands are running (as MaxRunning counts
+// them: until their output has been read and they have been waited for)
+// and the cap on them, MaxRunning or its default.
+func (r *Runner) Running() (running, limit int) {
+	limit = r.maxRunning()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.running, limit
+}
+
 // acquire takes a running slot, or returns an error wrapping ErrBusy.
 func (r *Runner) acquire() error {
 	limit := r.maxRunning()

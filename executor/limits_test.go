@@ -36,9 +36,14 @@ func TestMaxRunning(t *testing.T) {
 	assert.ErrorIs(t, err, ErrBusy)
 	_, err = r.Run(t.Context(), Command{Cmd: "true"})
 	assert.ErrorIs(t, err, ErrBusy)
+	running, limit := r.Running()
+	assert.Equal(t, 2, running, "refused commands take no slot")
+	assert.Equal(t, 2, limit)
 
 	cancel1()
 	p1.Wait() // the slot is free once Wait returns
+	running, _ = r.Running()
+	assert.Equal(t, 1, running)
 	out, err := r.Run(t.Context(), Command{Cmd: "echo again"})
 	require.NoError(t, err)
 	assert.Equal(t, "again\n", string(out.Stdout))

@@ -13,8 +13,10 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
+	"github.com/rs/zerolog"
 
 	"github.com/sandbox-executor/sandbox-executor/executor"
 )
@@ -68,6 +70,9 @@ type Options struct {
 	// finished first lose their lines but stay listed. If zero, half of
 	// MaxTotalBytes.
 	MaxFinishedBytes int
+	// Log gets a debug line when a process starts and when it ends. The
+	// zero value, like zerolog.Nop(), discards them.
+	Log zerolog.Logger
 }
 
 func (o Options) withDefaults() Options {
@@ -123,6 +128,7 @@ type Registry struct {
 	order    []*Process // in start order, for List
 	finished []*Process // in finish order, those still listed
 	running  int        // started and not yet finished
+	started  uint64     // started since NewRegistry
 	closed   bool
 }
 
@@ -150,6 +156,45 @@ func (r *Registry) reclaim() {
 	r.budget.reclaim(r.quit)
 }
 
+// Stats are a Registry's counts, for metrics.
+type Stats struct {
+	Running  int    // processes running now
+	Finished int    // finished processes still listed
+	Started  uint64 // processes started since the Registry was created
+	// MaxRunning is Options.MaxRunning or its default.
+	MaxRunning int
+	// LogBytes is what the retained lines of every process cost now, as
+	// Options.MaxTotalBytes counts it; LogBudget is that bound.
+	LogBytes, LogBudget int64
+}
+
+// Stats returns the Registry's counts now.
+func (r *Registry) Stats() Stats {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return Stats{Running: r.running, Finished: len(r.finished), Started: r.started, MaxRunning: r.opts.MaxRunning,
+		LogBytes: r.budget.total.Load(), LogBudget: r.budget.max}
+}
+
+// maxLogCommand bounds the command a log line shows, in bytes.
+const maxLogCommand = 256
+
+// logCommand returns cmd cut to at most maxLogCommand bytes, at a UTF-8
+// boundary, for a log line.
+func logCommand(cmd string) string {
+	if len(cmd) <= maxLogCommand {
+		return cmd
+	}
+	n := maxLogCommand
+	for n > 0 && !utf8.RuneStart(cmd[n]) {
+		n--
+	}
+	return cmd[:n] + "…"
+}
+
+// durationMS returns d in milliseconds, to the microsecond.
+func durationMS(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
 // LogBudget returns the bound on the retained lines of all processes
 // together, in bytes: Options.MaxTotalBytes or its default.
 func (r *Registry) LogBudget() int { return r.opts.MaxTotalBytes }
@@ -158,6 +203,14 @@ func (r *Registry) LogBudget() int { return r.opts.MaxTotalBytes }
 // asked for it: it ends by itself, by Kill, or by Close. c.Timeout, if
 // set, applies as for any command.
 func (r *Registry) Start(c executor.Command) (*Process, error) {
+	p, err := r.start(c)
+	if err == nil {
+		r.opts.Log.Debug().Str("id", p.ID).Int("pid", p.PID).Str("command", logCommand(c.Cmd)).Msg("process started")
+	}
+	return p, err
+}
+
+func (r *Registry) start(c executor.Command) (*Process, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
@@ -188,6 +241,7 @@ func (r *Registry) Start(c executor.Command) (*Process, error) {
 	r.procs[p.ID] = p
 	r.order = append(r.order, p)
 	r.running++
+	r.started++
 	r.wg.Add(1)
 	go r.watch(p)
 	return p, nil
@@ -197,7 +251,14 @@ func (r *Registry) Start(c executor.Command) (*Process, error) {
 // process has ended and its output has been stored.
 func (r *Registry) watch(p *Process) {
 	defer r.wg.Done()
-	p.finish(p.exec.Wait())
+	res := p.exec.Wait()
+	p.finish(res)
+	if ev := r.opts.Log.Debug(); ev.Enabled() {
+		info := p.Info()
+		ev.Str("id", p.ID).Int("pid", p.PID).Str("command", logCommand(p.Command)).Int("exit_code", res.Code).
+			Str("status", string(info.Status)).Float64("duration_ms", durationMS(info.CompletedAt.Sub(p.StartedAt))).
+			Msg("process exited")
+	}
 	for _, old := range r.retire(p) {
 		old.releaseLogs()
 		r.budget.leave(old)

@@ -8,15 +8,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"slices"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
-
-	"github.com/sandbox-executor/sandbox-executor/internal/relay"
 )
 
 // Errors returned by Forwarder. Match them with errors.Is.
@@ -83,6 +84,32 @@ type Forwarder struct {
 	// wg counts running Serve calls; each Serve waits for its own
 	// connection goroutines, so waiting for wg waits for all of them.
 	wg sync.WaitGroup
+
+	// The counters of Stats.
+	forwarded  atomic.Uint64 // connections tracked for forwarding
+	dialFailed atomic.Uint64
+	bytesIn    atomic.Uint64 // from clients to the bound port
+	bytesOut   atomic.Uint64 // from the bound port to clients
+}
+
+// Stats are a Forwarder's counts, for metrics.
+type Stats struct {
+	Open       int    // connections being forwarded now
+	Total      uint64 // connections accepted for forwarding since the Forwarder was created
+	DialFailed uint64 // of those, the ones whose dial to the bound port failed
+	// BytesIn counts the bytes from clients to the bound port, BytesOut
+	// those back. A connection's bytes are counted as they pass, in
+	// chunks of at most copyChunk.
+	BytesIn, BytesOut uint64
+}
+
+// Stats returns the Forwarder's counts now.
+func (f *Forwarder) Stats() Stats {
+	f.mu.Lock()
+	open := len(f.conns)
+	f.mu.Unlock()
+	return Stats{Open: open, Total: f.forwarded.Load(), DialFailed: f.dialFailed.Load(),
+		BytesIn: f.bytesIn.Load(), BytesOut: f.bytesOut.Load()}
 }
 
 // conn is one forwarded connection. The Forwarder's mu guards backend.
@@ -212,7 +239,7 @@ func (f *Forwarder) Serve(ln net.Listener) error {
 			// Out of file descriptors or buffers: wait for connections
 			// to end instead of spinning, as net/http's Server does.
 			backoff = min(max(2*backoff, 5*time.Millisecond), maxAcceptBackoff)
-			f.Log.Warn().Err(err).Dur("retry_in", backoff).Msg("proxy: accept failed")
+			f.Log.Warn().Err(err).Float64("retry_in_ms", float64(backoff.Milliseconds())).Msg("proxy: accept failed")
 			if !f.sleep(backoff) {
 				return nil
 			}
@@ -314,6 +341,7 @@ func (f *Forwarder) track(client net.Conn) (context.Context, *conn, int, bool) {
 		f.conns = make(map[*conn]struct{})
 	}
 	f.conns[c] = struct{}{}
+	f.forwarded.Add(1)
 	return ctx, c, f.port, true
 }
 
@@ -346,9 +374,10 @@ func (f *Forwarder) untrack(c *conn) {
 func (f *Forwarder) forward(ctx context.Context, wg *sync.WaitGroup, c *conn, port int) {
 	defer wg.Done()
 	defer f.untrack(c)
-	backend, err := relay.DialLoopback(ctx, port)
+	backend, err := dialLoopback(ctx, port)
 	if err != nil {
 		if !errors.Is(ctx.Err(), context.Canceled) { // canceled: Unbind or Close, not a failure
+			f.dialFailed.Add(1)
 			f.Log.Warn().Err(err).Int("port", port).Msg("proxy: dial failed")
 		}
 		return
@@ -357,10 +386,63 @@ func (f *Forwarder) forward(ctx context.Context, wg *sync.WaitGroup, c *conn, po
 		backend.Close()
 		return
 	}
-	// Both *net.TCPConn, unwrapped, so that the copies splice. Join
-	// half-closes each side at the other's EOF, and closes both at the
-	// first failure (a reset, or a close by Unbind or Close).
-	_, _, _ = relay.Join(c.client, backend)
+	errc := make(chan error, 2) // one slot per sender, so neither copier can leak
+	go proxyCopy(errc, backend, c.client, &f.bytesIn)
+	go proxyCopy(errc, c.client, backend, &f.bytesOut)
+	if err := <-errc; err != nil {
+		// A reset, or a close by Unbind or Close: the other copy may be
+		// blocked on a peer that will never send, so close both sides.
+		c.close(backend)
+	}
+	<-errc
+}
+
+// dialLoopback connects to port on 127.0.0.1 and, if that is refused,
+// on [::1], for services that listen on IPv6 only.
+func dialLoopback(ctx context.Context, port int) (net.Conn, error) {
+	var d net.Dialer // ctx carries the timeout
+	p := strconv.Itoa(port)
+	c, err := d.DialContext(ctx, "tcp", net.JoinHostPort("127.0.0.1", p))
+	if err == nil || !errors.Is(err, syscall.ECONNREFUSED) {
+		return c, err
+	}
+	c, err6 := d.DialContext(ctx, "tcp", net.JoinHostPort("::1", p))
+	if err6 != nil {
+		return nil, fmt.Errorf("%w; %w", err, err6)
+	}
+	return c, nil
+}
+
+// copyChunk is the most bytes a connection moves before its count is
+// added to the Forwarder's: one splice(2) loop per chunk, so that a
+// long-lived connection shows in the byte counts as it goes.
+const copyChunk = 1 << 20
+
+// proxyCopy copies src to dst, adding what it copies to count, then
+// half-closes dst so the peer sees EOF while the other direction goes on.
+// src and dst are the *net.TCPConn values from Accept and Dial, unwrapped,
+// so that io.Copy reaches TCPConn.ReadFrom and Linux moves the bytes with
+// splice(2), which it does through an io.LimitedReader too.
+//
+// proxyCopy runs in its own goroutine; it ends when src reaches EOF or
+// either side fails or is closed. It is a named function so goroutine
+// dumps show what each copy is.
+func proxyCopy(errc chan<- error, dst, src net.Conn, count *atomic.Uint64) {
+	var err error
+	chunk := &io.LimitedReader{R: src}
+	for {
+		chunk.N = copyChunk
+		var n int64
+		n, err = io.Copy(dst, chunk)
+		count.Add(uint64(n))
+		if err != nil || n < copyChunk { // io.Copy's nil error at n < copyChunk is src's EOF
+			break
+		}
+	}
+	if cw, ok := dst.(interface{ CloseWrite() error }); ok {
+		cw.CloseWrite()
+	}
+	errc <- err
 }
 
 // Close stops every Serve call, closing their listeners, closes every

@@ -64,35 +64,37 @@ func (a *Auth) Claimed() bool {
 var errPersist = errors.New("could not persist the claimed secret")
 
 // check reports whether the request's bearer token is accepted, claiming
-// it first in pool mode if no secret is in force yet.
-func (a *Auth) check(r *http.Request) (bool, error) {
+// it first in pool mode if no secret is in force yet; claimed reports
+// that this request made the claim.
+func (a *Auth) check(r *http.Request) (ok, claimed bool, err error) {
 	if len(r.Header.Values("Authorization")) > 1 {
 		// Proxies and servers differ on which of two they would take.
-		return false, errorf(http.StatusBadRequest, "more than one Authorization header")
+		return false, false, errorf(http.StatusBadRequest, "more than one Authorization header")
 	}
 	token, ok := bearer(r.Header.Get("Authorization"))
 	if !ok {
 		// Browsers cannot set headers on a WebSocket; see wsTokenPrefix.
 		if token, ok = wsToken(r); !ok {
-			return false, nil
+			return false, false, nil
 		}
 	}
 	return a.checkToken(token)
 }
 
 // checkToken reports whether token is accepted, claiming it first in pool
-// mode if no secret is in force yet.
-func (a *Auth) checkToken(token string) (bool, error) {
+// mode if no secret is in force yet; claimed reports that this call made
+// the claim.
+func (a *Auth) checkToken(token string) (ok, claimed bool, err error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.secret == nil && a.path != "" {
 		if err := writeSecret(a.path, token); err != nil {
-			return false, fmt.Errorf("%w: %v", errPersist, err)
+			return false, false, fmt.Errorf("%w: %v", errPersist, err)
 		}
 		a.secret = []byte(token)
-		return true, nil
+		return true, true, nil
 	}
-	return a.secret != nil && subtle.ConstantTimeCompare([]byte(token), a.secret) == 1, nil
+	return a.secret != nil && subtle.ConstantTimeCompare([]byte(token), a.secret) == 1, false, nil
 }
 
 // isSecret reports whether token is the secret in force; it never claims.
@@ -145,13 +147,18 @@ func writeSecret(path, secret string) error {
 }
 
 // requireToken lets a request through only with an accepted bearer token;
-// /health and /openapi.yaml are open. A request that passes marks its
-// connection as authenticated (see Listener). Any other reply is the
-// connection's last: a client without the token gets nothing more out of
-// it, and whatever body it declared is not waited for.
+// /health and /openapi.yaml are open, and /metrics with
+// Config.MetricsOpen. A request that passes marks its connection as
+// authenticated (see Listener). Any other reply is the connection's last:
+// a client without the token gets nothing more out of it, and whatever
+// body it declared is not waited for.
 func (s *Server) requireToken(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/health" || r.URL.Path == "/openapi.yaml" || s.authorize(w, r) {
+		if r.URL.Path == "/health" || r.URL.Path == "/openapi.yaml" || (s.cfg.MetricsOpen && r.URL.Path == "/metrics") {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if s.authorize(w, r) {
 			next.ServeHTTP(w, r)
 		}
 	})
@@ -162,13 +169,17 @@ func (s *Server) requireToken(next http.Handler) http.Handler {
 // answered 401 (or 400, or 500 for a claim not saved), as the
 // connection's last reply.
 func (s *Server) authorize(w http.ResponseWriter, r *http.Request) bool {
-	ok, err := s.auth.check(r)
+	ok, claimed, err := s.auth.check(r)
+	if claimed {
+		s.log.Info().Str("request_id", requestID(w)).Str("remote", r.RemoteAddr).Msg("pool sandbox claimed")
+	}
 	if ok {
 		if c := connOf(r); c != nil {
 			c.authenticate()
 		}
 		return true
 	}
+	s.labelUnrouted(w, r)
 	closeAfterReply(w)
 	if err == nil {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="sandbox-executor"`)

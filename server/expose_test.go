@@ -1,170 +1,76 @@
 package server
 
 import (
-	"bufio"
-	"net/http"
-	"net/http/httptest"
-	"strconv"
+	"bytes"
+	"math"
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/sandbox-executor/sandbox-executor/executor"
-	"github.com/sandbox-executor/sandbox-executor/procs"
 )
 
-func TestHostPort(t *testing.T) {
-	for host, want := range map[string]int{
-		"8000-mysandbox.example.com":     8000,
-		"8000-mysandbox.example.com:443": 8000,
-		"65535-x":                        65535,
-		"8000-":                          8000,
-		"65536-x":                        0,
-		"08000-x":                        0,
-		"0-x":                            0,
-		"8000.example.com":               0,
-		"127.0.0.1:3030":                 0,
-		"mysandbox-8000.example.com":     0,
-		"":                               0,
-		"123456-x":                       0,
-		"8a-x":                           0,
-	} {
-		port, ok := hostPort(host)
-		assert.Equal(t, want, port, host)
-		assert.Equal(t, want != 0, ok, host)
+// What exposition writes is what Prometheus's own parser reads back:
+// escapes, special values, histograms.
+func TestExposition(t *testing.T) {
+	var e exposition
+	e.family("a_total", typeCounter, "help with \\ a backslash,\na newline and \"quotes\"")
+	e.sample("a_total", 1, label{"path", `C:\dir "x"` + "\n2"})
+	e.sample("a_total", 2.5e12, label{"path", "plain"})
+	e.one("b", typeGauge, "special", math.Inf(1))
+	e.one("c", typeGauge, "special", math.NaN())
+	e.one("d", typeGauge, "negative", -0.125)
+	e.family("h_seconds", typeHistogram, "a histogram")
+	e.histogram("h_seconds", []float64{0.5, 1}, []uint64{1, 2, 3}, 7.25, label{"route", "/run"})
+	e.histogram("h_seconds", []float64{0.5, 1}, []uint64{0, 0, 0}, 0, label{"route", "/x"})
+
+	parser := expfmt.NewTextParser(model.LegacyValidation)
+	f, err := parser.TextToMetricFamilies(bytes.NewReader(e.b))
+	require.NoError(t, err, "%s", e.b)
+
+	a := f["a_total"]
+	assert.Equal(t, "help with \\ a backslash,\na newline and \"quotes\"", a.GetHelp())
+	require.Len(t, a.Metric, 2)
+	assert.Equal(t, `C:\dir "x"`+"\n2", a.Metric[0].Label[0].GetValue())
+	assert.Equal(t, 1.0, a.Metric[0].Counter.GetValue())
+	assert.Equal(t, 2.5e12, a.Metric[1].Counter.GetValue())
+	assert.True(t, math.IsInf(f["b"].Metric[0].Gauge.GetValue(), 1))
+	assert.True(t, math.IsNaN(f["c"].Metric[0].Gauge.GetValue()))
+	assert.Equal(t, -0.125, f["d"].Metric[0].Gauge.GetValue())
+
+	h := f["h_seconds"]
+	require.Len(t, h.Metric, 2)
+	run := h.Metric[0].Histogram
+	assert.Equal(t, uint64(6), run.GetSampleCount())
+	assert.Equal(t, 7.25, run.GetSampleSum())
+	require.Len(t, run.Bucket, 3)
+	assert.Equal(t, uint64(1), run.Bucket[0].GetCumulativeCount())
+	assert.Equal(t, 0.5, run.Bucket[0].GetUpperBound())
+	assert.Equal(t, uint64(3), run.Bucket[1].GetCumulativeCount())
+	assert.True(t, math.IsInf(run.Bucket[2].GetUpperBound(), 1))
+	assert.Equal(t, uint64(6), run.Bucket[2].GetCumulativeCount())
+}
+
+// A request is counted in the bucket of the least bound at or above its
+// duration.
+func TestObserveBuckets(t *testing.T) {
+	m := newMetrics()
+	for _, d := range []float64{0, .001, .0011, 299, 301} {
+		m.observe("/r", "GET", 200, secondsToDuration(d))
 	}
-}
-
-// hostGet sends GET path with Host host and header, and returns the reply
-// with its body.
-func hostGet(t *testing.T, ts *httptest.Server, host, path string, header http.Header) (*http.Response, string) {
-	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, ts.URL+path, nil)
-	require.NoError(t, err)
-	req.Host = host
-	for k, v := range header {
-		req.Header[k] = v
-	}
-	resp, err := ts.Client().Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	return resp, readString(t, resp.Body)
-}
-
-// An exposed port is reached by host name with the path untouched; a
-// private one needs the token, a public one does not; the agent's token
-// never reaches the app, another Authorization does; a host that names no
-// exposed port reaches the API.
-func TestPreviewByHost(t *testing.T) {
-	ts, _ := newTestServer(t)
-	app := startApp(t)
-	p := strconv.Itoa(app.port)
-	host := p + "-mysandbox.example.com"
-
-	resp, _ := hostGet(t, ts, host, "/health", nil)
-	assert.Equal(t, http.StatusOK, resp.StatusCode, "not exposed yet: the API")
-
-	resp = request(t, ts, http.MethodPost, "/expose_port", map[string]any{"port": app.port})
-	assert.Equal(t, http.StatusOK, resp.StatusCode)
-	assert.JSONEq(t, `{"success":true,"port":`+p+`,"public":false}`, readString(t, resp.Body))
-
-	resp, _ = hostGet(t, ts, host, "/assets/app.js", nil)
-	assert.Equal(t, http.StatusUnauthorized, resp.StatusCode, "private: the token is needed")
-	resp, body := hostGet(t, ts, host, "/assets//app.js?v=1", authed())
-	require.Equal(t, http.StatusOK, resp.StatusCode, body)
-	got := decodeSeen(t, body)
-	assert.Equal(t, "/assets//app.js?v=1", got.URI, "the path as sent, not under /proxy")
-	assert.Equal(t, "127.0.0.1:"+p, got.Host)
-	assert.Equal(t, host, got.Fwd["X-Forwarded-Host"])
-	assert.Empty(t, got.Fwd["X-Forwarded-Prefix"])
-	assert.Empty(t, got.Auth)
-	resp, body = hostGet(t, ts, host, "/health", authed())
-	assert.Equal(t, "/health", decodeSeen(t, body).URI, "the app's /health, not the agent's")
-
-	resp = request(t, ts, http.MethodPost, "/expose_port", `{"port":"`+p+`","public":true}`)
-	assert.Equal(t, http.StatusOK, resp.StatusCode)
-	resp.Body.Close()
-	resp, body = hostGet(t, ts, host, "/page", http.Header{"Authorization": {"Basic dTpw"}})
-	require.Equal(t, http.StatusOK, resp.StatusCode, "public: no token needed")
-	assert.Equal(t, "Basic dTpw", decodeSeen(t, body).Auth, "the app's own credentials pass")
-	_, body = hostGet(t, ts, host, "/page", authed())
-	assert.Empty(t, decodeSeen(t, body).Auth, "the agent's token does not")
-	resp, _ = hostGet(t, ts, host, "/missing", nil)
-	assert.Equal(t, http.StatusNotFound, resp.StatusCode)
-
-	resp = request(t, ts, http.MethodGet, "/list_exposed_ports", nil)
-	assert.JSONEq(t, `{"ports":[{"port":`+p+`,"public":true}]}`, readString(t, resp.Body))
-
-	resp = request(t, ts, http.MethodPost, "/unexpose_port", map[string]any{"port": app.port})
-	assert.JSONEq(t, `{"success":true,"port":`+p+`,"removed":true}`, readString(t, resp.Body))
-	resp, _ = hostGet(t, ts, host, "/page", nil)
-	assert.Equal(t, http.StatusUnauthorized, resp.StatusCode, "unexposed: the API, which wants the token")
-	resp = request(t, ts, http.MethodPost, "/unexpose_port", map[string]any{"port": app.port})
-	assert.JSONEq(t, `{"success":true,"port":`+p+`,"removed":false}`, readString(t, resp.Body))
-	resp = request(t, ts, http.MethodGet, "/list_exposed_ports", nil)
-	assert.JSONEq(t, `{"ports":[]}`, readString(t, resp.Body))
-}
-
-// The agent's own ports cannot be exposed; a bad port is 400.
-func TestExposePortRefusals(t *testing.T) {
-	ts, _ := newTestServer(t)
-	for _, body := range []string{`{"port":` + strconv.Itoa(portOf(ts)) + `}`, `{}`, `{"port":0}`, `{"port":"08000"}`, `{"port":8000,"public":"yes"}`} {
-		resp := request(t, ts, http.MethodPost, "/expose_port", body)
-		assert.Equal(t, http.StatusBadRequest, resp.StatusCode, body)
-		resp.Body.Close()
-	}
-}
-
-// X-Forwarded-Host routes only when the agent trusts it; then it is also
-// what the app sees, with the edge's X-Forwarded-Proto.
-func TestPreviewForwardedHost(t *testing.T) {
-	app := startApp(t)
-	p := strconv.Itoa(app.port)
-	fwd := http.Header{"X-Forwarded-Host": {p + "-box.example.com, inner"}, "X-Forwarded-Proto": {"https"}}
-	for _, trust := range []bool{false, true} {
-		ts, s := newTestServerWith(t, Config{TrustForwardedHost: trust}, &executor.Runner{}, procs.Options{})
-		s.exposed.expose(app.port, true)
-		resp, body := hostGet(t, ts, ts.Listener.Addr().String(), "/health", fwd)
-		require.Equal(t, http.StatusOK, resp.StatusCode)
-		if !trust {
-			assert.Contains(t, body, `"status":"ok"`, "untrusted: the API")
-			continue
+	h := m.durations[routeKey{"/r", "GET"}]
+	got := map[int]uint64{}
+	for i := range h.counts {
+		if n := h.counts[i].Load(); n > 0 {
+			got[i] = n
 		}
-		got := decodeSeen(t, body)
-		assert.Equal(t, "/health", got.URI)
-		assert.Equal(t, p+"-box.example.com, inner", got.Fwd["X-Forwarded-Host"])
-		assert.Equal(t, "https", got.Fwd["X-Forwarded-Proto"])
 	}
+	assert.Equal(t, map[int]uint64{0: 2, 1: 1, len(durationBounds) - 1: 1, len(durationBounds): 1}, got)
+	assert.Equal(t, uint64(5), m.requests[requestKey{"/r", "GET", 200}].Load())
+	m.observe("/r", "BREW", 0, 0)
+	assert.Equal(t, uint64(1), m.requests[requestKey{"/r", "other", 0}].Load())
 }
 
-// Unexposing a port ends the requests in flight to it by host name.
-func TestUnexposeEndsStreams(t *testing.T) {
-	ts, s := newTestServer(t)
-	app := startApp(t)
-	s.exposed.expose(app.port, true)
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, ts.URL+"/events", nil)
-	require.NoError(t, err)
-	req.Host = strconv.Itoa(app.port) + "-x"
-	resp, err := ts.Client().Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	br := bufio.NewReader(resp.Body)
-	line, err := br.ReadString('\n')
-	require.NoError(t, err)
-	require.Equal(t, "data: first\n", line)
-	resp2 := request(t, ts, http.MethodPost, "/unexpose_port", map[string]any{"port": app.port})
-	resp2.Body.Close()
-	ended := make(chan string, 1)
-	go func() { // ends at the stream's end; at the latest when the test ends and the app lets go
-		rest, _ := br.ReadString(0)
-		ended <- rest
-	}()
-	select {
-	case rest := <-ended:
-		assert.NotContains(t, rest, "second", "the stream ended before the app's second event")
-	case <-time.After(10 * time.Second):
-		t.Fatal("unexpose_port did not end the stream")
-	}
-}
+func secondsToDuration(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }

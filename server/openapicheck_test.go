@@ -248,8 +248,16 @@ func (ex *exchange) checkConnect(cw *checkWriter) {
 }
 
 // authenticate is the checker's openapi3filter.AuthenticationFunc: it
-// accepts exactly one Authorization header with the agent's bearer token.
+// accepts exactly one Authorization header with the agent's bearer token,
+// or, for the document's webSocketToken scheme, a WebSocket upgrade that
+// offers the token as a subprotocol.
 func (c *docChecker) authenticate(_ context.Context, in *openapi3filter.AuthenticationInput) error {
+	if s := in.SecurityScheme; s.Type == "apiKey" && s.In == "header" && s.Name == "Sec-WebSocket-Protocol" {
+		if token, ok := wsToken(in.RequestValidationInput.Request); !ok || token != c.token {
+			return in.NewError(errors.New("no WebSocket upgrade offering the agent's token as a subprotocol"))
+		}
+		return nil
+	}
 	if s := in.SecurityScheme; s.Type != "http" || !strings.EqualFold(s.Scheme, "bearer") {
 		return in.NewError(fmt.Errorf("the checker knows no security scheme %q", in.SecuritySchemeName))
 	}
@@ -315,7 +323,9 @@ func (cw *checkWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 }
 
 func (cw *checkWriter) WriteHeader(code int) {
-	if cw.status == 0 && code >= 200 {
+	// 101 is final: the connection is then the WebSocket's, hijacked
+	// from the server, and nothing more passes through the checker.
+	if cw.status == 0 && (code >= 200 || code == http.StatusSwitchingProtocols) {
 		cw.started(code)
 	}
 	cw.ResponseWriter.WriteHeader(code)

@@ -47,7 +47,7 @@ func startAgentPorts(t *testing.T) *agentPorts {
 	require.NoError(t, err)
 	runner := &executor.Runner{}
 	reg := procs.NewRegistry(runner, procs.Options{})
-	s := New(zerolog.Nop(), auth, Deps{Runner: runner, Procs: reg, Forwarder: a.fwd}, Config{ProxyPort: a.proxyPort, APIPort: a.apiPort})
+	s := New(zerolog.Nop(), auth, Deps{Runner: runner, Procs: reg, Forwarder: a.fwd, Sessions: newTestSessions(t, runner)}, Config{ProxyPort: a.proxyPort, APIPort: a.apiPort})
 	a.ts = httptest.NewUnstartedServer(s)
 	a.ts.Listener.Close()
 	a.ts.Listener = apiLn

@@ -18,9 +18,11 @@ import (
 const killWait = 3 * time.Second
 
 // handleProcessStart serves POST /start_process. The process outlives the
-// request: it is not tied to the request's context.
+// request: it is not tied to the request's context. In a session, it
+// starts from the session's state, commits none, and is killed with the
+// session.
 func (s *Server) handleProcessStart(w http.ResponseWriter, r *http.Request) error {
-	c, err := s.decodeCommand(w, r)
+	c, _, err := s.decodeCommand(w, r, false)
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,8 @@ import (
 	"github.com/sandbox-executor/sandbox-executor/executor"
 	"github.com/sandbox-executor/sandbox-executor/procs"
 	"github.com/sandbox-executor/sandbox-executor/proxy"
+	"github.com/sandbox-executor/sandbox-executor/sessions"
+	"github.com/sandbox-executor/sandbox-executor/terminals"
 )
 
 // apiFunc is a handler that returns its error instead of writing it; wrap
@@ -58,9 +60,9 @@ func (s *Server) wrap(h apiFunc) http.Handler {
 }
 
 // writeError is the one place that turns an error into a response. The
-// details of a 500 go to the log, never to the client. Once a stream has
-// started, the status is sent and nothing more can be said, so it only
-// logs.
+// details of a 500 go to the log, never to the client; the reason of a
+// 4xx goes to the log at debug level. Once a stream has started, the
+// status is sent and nothing more can be said, so it only logs.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	code, msg := http.StatusInternalServerError, "internal error"
 	var extra map[string]any
@@ -77,8 +79,24 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		code, msg = http.StatusServiceUnavailable, err.Error()
 	case errors.Is(err, procs.ErrNotFound), errors.Is(err, procs.ErrNotRunning):
 		code, msg, extra = http.StatusBadRequest, err.Error(), map[string]any{"success": false}
+	case errors.Is(err, terminals.ErrNotFound):
+		code, msg = http.StatusNotFound, err.Error()
+	case errors.Is(err, terminals.ErrNotRunning):
+		code, msg = http.StatusConflict, err.Error()
+	case errors.Is(err, terminals.ErrTooMany), errors.Is(err, terminals.ErrClosed):
+		code, msg = http.StatusServiceUnavailable, err.Error()
 	case errors.Is(err, proxy.ErrInvalidPort):
 		code, msg = http.StatusBadRequest, proxy.ErrInvalidPort.Error()
+	case errors.Is(err, sessions.ErrNotFound):
+		code, msg = http.StatusNotFound, err.Error()
+	case errors.Is(err, sessions.ErrExists):
+		code, msg = http.StatusConflict, err.Error()
+	case errors.Is(err, sessions.ErrInvalid), errors.Is(err, executor.ErrUnknownUser):
+		code, msg = http.StatusBadRequest, err.Error()
+	case errors.Is(err, executor.ErrNotPrivileged):
+		code, msg = http.StatusForbidden, err.Error()
+	case errors.Is(err, sessions.ErrTooMany), errors.Is(err, sessions.ErrClosed):
+		code, msg = http.StatusServiceUnavailable, err.Error()
 	}
 	// 502 and 504 are the sandbox's app's doing (nothing listening, no
 	// answer), not the agent's: the access log has them.
@@ -87,11 +105,15 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		if he != nil && he.cause != nil {
 			logged = he.cause
 		}
-		s.log.Error().Err(logged).Str("path", r.URL.Path).Msg("request failed")
+		s.log.Error().Err(logged).Str("request_id", requestID(w)).Str("path", r.URL.Path).Msg("request failed")
 	}
 	if rec, ok := w.(*recorder); ok && rec.status != 0 {
-		s.log.Debug().Err(err).Str("path", r.URL.Path).Msg("error after the response started")
+		s.log.Debug().Err(err).Str("request_id", rec.id).Str("path", r.URL.Path).Msg("error after the response started")
 		return
+	}
+	if code < 500 {
+		s.log.Debug().Str("request_id", requestID(w)).Int("status", code).Str("error", msg).
+			Str("path", r.URL.Path).Msg("request refused")
 	}
 	if bodyUnread(w, r) {
 		closeAfterReply(w)

@@ -35,9 +35,24 @@ func (s *Server) routes() {
 	r.Handle("/delete_dir", s.wrap(s.handleDirDelete)).Methods(post)
 	r.Handle("/list_dir", s.wrap(s.handleDirList)).Methods(post)
 
+	r.Handle("/create_session", s.wrap(s.handleSessionCreate)).Methods(post)
+	r.Handle("/list_sessions", s.wrap(s.handleSessionList)).Methods(get)
+	r.Handle("/delete_session", s.wrap(s.handleSessionDelete)).Methods(post)
+
 	r.Handle("/bind_port", s.wrap(s.handlePortBind)).Methods(post)
 	r.Handle("/unbind_port", s.wrap(s.handlePortUnbind)).Methods(post)
 	r.Handle("/port_status", s.wrap(s.handlePortStatus)).Methods(get)
+
+	r.Handle("/start_terminal", s.wrap(s.handleTerminalStart)).Methods(post)
+	r.Handle("/list_terminals", s.wrap(s.handleTerminalList)).Methods(get)
+	r.Handle("/resize_terminal", s.wrap(s.handleTerminalResize)).Methods(post)
+	r.Handle("/kill_terminal", s.wrap(s.handleTerminalKill)).Methods(post)
+	r.Handle("/terminal_ws", s.wrap(s.handleTerminalWS)).Methods(get)
+
+	// Metrics (metrics.go, stats.go): /metrics is open with
+	// Config.MetricsOpen, /stats never.
+	r.Handle("/metrics", s.wrap(s.handleMetrics)).Methods(get)
+	r.Handle("/stats", s.wrap(s.handleStats)).Methods(get)
 
 	// Previews and tunnels. CONNECT tunnels and previews by host name are
 	// served in front of the router: see serveConnect and routeHost.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sandbox-executor/sandbox-executor/executor"
+	"github.com/sandbox-executor/sandbox-executor/sessions"
 	"github.com/sandbox-executor/sandbox-executor/sse"
 )
 
@@ -27,6 +28,11 @@ type commandRequest struct {
 	// Keepalive asks /run_streaming for ": ping" comments while the
 	// command is silent; see wantsPings.
 	Keepalive bool `json:"keepalive"`
+	// Session, if set, runs the command in that session; see
+	// sessionCommand.
+	Session string `json:"session"`
+	// User, if set, runs the command as that user (a name or a uid).
+	User stringOrNumber `json:"user"`
 }
 
 // command validates req and returns the command it asks for.
@@ -35,29 +41,40 @@ func (req commandRequest) command() (executor.Command, error) {
 		return executor.Command{}, errorf(http.StatusBadRequest, "cmd is required")
 	}
 	c := executor.Command{Cmd: req.Cmd, Dir: req.Cwd, Env: req.Env}
-	if req.Timeout != nil {
-		t := *req.Timeout
-		if t < 0 || math.IsNaN(t) || t > 365*24*3600 {
-			return c, errorf(http.StatusBadRequest, "timeout must be a number of seconds between 0 and one year")
-		}
-		if t > 0 && t < 1e-6 {
-			// It would round to no timeout at all, or to one no command
-			// could meet.
-			return c, errorf(http.StatusBadRequest, "timeout must be 0 (none) or at least one microsecond (1e-6 seconds)")
-		}
-		c.Timeout = time.Duration(t * float64(time.Second))
+	var err error
+	c.Timeout, err = seconds("timeout", req.Timeout)
+	return c, err
+}
+
+// seconds returns the duration of field, a number of seconds; nil is 0.
+func seconds(field string, v *float64) (time.Duration, error) {
+	if v == nil {
+		return 0, nil
 	}
-	return c, nil
+	t := *v
+	if t < 0 || math.IsNaN(t) || t > 365*24*3600 {
+		return 0, errorf(http.StatusBadRequest, "%s must be a number of seconds between 0 and one year", field)
+	}
+	if t > 0 && t < 1e-6 {
+		// It would round to no timeout at all, or to one no command
+		// could meet.
+		return 0, errorf(http.StatusBadRequest, "%s must be 0 (none) or at least one microsecond (1e-6 seconds)", field)
+	}
+	return time.Duration(t * float64(time.Second)), nil
 }
 
 // decodeCommand reads and checks the body of /run, /run_streaming and
-// /start_process.
-func (s *Server) decodeCommand(w http.ResponseWriter, r *http.Request) (executor.Command, error) {
+// /start_process, and applies its user and session (see sessionCommand).
+func (s *Server) decodeCommand(w http.ResponseWriter, r *http.Request, foreground bool) (executor.Command, *sessions.Call, error) {
 	req, err := decode[commandRequest](w, r, s.cfg.MaxBody)
 	if err != nil {
-		return executor.Command{}, err
+		return executor.Command{}, nil, err
 	}
-	return req.command()
+	c, err := req.command()
+	if err != nil {
+		return c, nil, err
+	}
+	return s.sessionCommand(req.Session, string(req.User), c, foreground)
 }
 
 // startError is the error of a command that did not start: the request's
@@ -74,7 +91,7 @@ func startError(err error) error {
 // client can act on, which writeError answers with a 4xx or a 503.
 func isClientStartError(err error) bool {
 	return errors.Is(err, executor.ErrInvalidDir) || errors.Is(err, executor.ErrInvalidCommand) ||
-		errors.Is(err, executor.ErrBusy)
+		errors.Is(err, executor.ErrBusy) || errors.Is(err, executor.ErrNotPrivileged)
 }
 
 // timeoutMessage is the error of a command its timeout stopped.
@@ -84,15 +101,18 @@ func timeoutMessage(c executor.Command) string {
 
 // handleRun serves POST /run: it runs a command to the end and replies
 // with its output. If the client leaves, the command's group is killed.
+// A session's command commits its state before the reply.
 func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) error {
-	c, err := s.decodeCommand(w, r)
+	c, call, err := s.decodeCommand(w, r, true)
 	if err != nil {
 		return err
 	}
 	out, err := s.runner.Run(r.Context(), c)
 	if err != nil {
+		call.Finish(nil)
 		return startError(err)
 	}
+	call.Finish(&out.Result)
 	var msg string
 	switch {
 	case out.TimedOut:
@@ -174,13 +194,18 @@ func writeJSONString(w io.Writer, p []byte) error {
 // handleRunStreaming serves POST /run_streaming: output events as lines
 // are read, then complete. Lines are written with backpressure: a client
 // that reads slowly slows the command rather than growing a buffer. A
-// client that leaves gets the command's group killed at once.
+// client that leaves gets the command's group killed at once. A session's
+// command commits its state before complete.
 func (s *Server) handleRunStreaming(w http.ResponseWriter, r *http.Request) error {
 	req, err := decode[commandRequest](w, r, s.cfg.MaxBody)
 	if err != nil {
 		return err
 	}
 	c, err := req.command()
+	if err != nil {
+		return err
+	}
+	c, call, err := s.sessionCommand(req.Session, string(req.User), c, true)
 	if err != nil {
 		return err
 	}
@@ -196,6 +221,7 @@ func (s *Server) handleRunStreaming(w http.ResponseWriter, r *http.Request) erro
 	st.mu.Lock()
 	p, err := s.runner.Start(ctx, c, st.addLines)
 	if err != nil {
+		call.Finish(nil)
 		st.mu.Unlock()
 		if isClientStartError(err) {
 			return err
@@ -217,6 +243,7 @@ func (s *Server) handleRunStreaming(w http.ResponseWriter, r *http.Request) erro
 		select {
 		case <-p.Done():
 			res := p.Wait()
+			call.Finish(&res)
 			type complete struct {
 				Code      int    `json:"code"`
 				Error     bool   `json:"error"`

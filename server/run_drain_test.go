@@ -138,7 +138,7 @@ func newSmallSendBufferServer(t *testing.T, runner *executor.Runner) *httptest.S
 	require.NoError(t, err)
 	reg := procs.NewRegistry(runner, procs.Options{})
 	fwd := &proxy.Forwarder{}
-	ts := httptest.NewUnstartedServer(New(zerolog.Nop(), auth, Deps{Runner: runner, Procs: reg, Forwarder: fwd}, Config{}))
+	ts := httptest.NewUnstartedServer(New(zerolog.Nop(), auth, Deps{Runner: runner, Procs: reg, Forwarder: fwd, Sessions: newTestSessions(t, runner)}, Config{}))
 	ts.Listener = smallSendBuffers{ts.Listener}
 	ts.Start()
 	t.Cleanup(func() {

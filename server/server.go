@@ -10,8 +10,10 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"path"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/gorilla/mux"
@@ -20,7 +22,10 @@ import (
 	"github.com/sandbox-executor/sandbox-executor/executor"
 	"github.com/sandbox-executor/sandbox-executor/procs"
 	"github.com/sandbox-executor/sandbox-executor/proxy"
+	"github.com/sandbox-executor/sandbox-executor/sessions"
 	"github.com/sandbox-executor/sandbox-executor/sse"
+	"github.com/sandbox-executor/sandbox-executor/stats"
+	"github.com/sandbox-executor/sandbox-executor/terminals"
 	"github.com/sandbox-executor/sandbox-executor/tunnels"
 )
 
@@ -57,6 +62,9 @@ type Config struct {
 	APIPort int
 	// Version is reported by /health.
 	Version string
+	// MetricsOpen serves GET /metrics without a token, for a scraper on
+	// a trusted network. Every other endpoint still needs one.
+	MetricsOpen bool
 	// TrustForwardedHost makes host routing of previews (see
 	// routeHost) read X-Forwarded-Host before Host, and the preview
 	// proxy pass the client's X-Forwarded-Host and X-Forwarded-Proto on
@@ -69,9 +77,14 @@ type Config struct {
 // required unless its comment says otherwise; the caller owns them and
 // closes them after the Server has stopped serving.
 type Deps struct {
-	Runner    *executor.Runner // runs /run and /run_streaming commands
-	Procs     *procs.Registry  // background processes
-	Forwarder *proxy.Forwarder // the TCP proxy behind /bind_port
+	Runner    *executor.Runner    // runs /run and /run_streaming commands
+	Procs     *procs.Registry     // background processes
+	Forwarder *proxy.Forwarder    // the TCP proxy behind /bind_port
+	Terminals *terminals.Registry // terminals, driven over /terminal_ws
+	Sessions  *sessions.Registry  // sessions, for /create_session and the commands that name one
+	// Resources reads the sandbox's resources for /metrics and /stats.
+	// If nil, it is stats.New of the agent's working directory.
+	Resources *stats.Reader
 	// Tunnels holds the CONNECT and /tunnel_ws tunnels. If nil, the
 	// Server keeps a Registry of its own with the defaults, the API and
 	// proxy ports of Config reserved, which Close closes.
@@ -80,20 +93,25 @@ type Deps struct {
 
 // Server serves the API. Create it with New.
 type Server struct {
-	log     zerolog.Logger
-	auth    *Auth
-	runner  *executor.Runner
-	procs   *procs.Registry
-	fwd     *proxy.Forwarder
-	tunnels *tunnels.Registry
+	log      zerolog.Logger
+	auth     *Auth
+	runner   *executor.Runner
+	procs    *procs.Registry
+	fwd      *proxy.Forwarder
+	terms    *terminals.Registry
+	sessions *sessions.Registry
+	res      *stats.Reader
+	metrics  *metrics
+	ids      requestIDs
+	cfg      Config
+	router   *mux.Router
+	handler  http.Handler
+	started  time.Time
+	tunnels  *tunnels.Registry
 	// ownTunnels is set if tunnels is the Server's own, for Close.
 	ownTunnels bool
 	preview    *previewProxy
 	exposed    exposedPorts
-	cfg        Config
-	router     *mux.Router
-	handler    http.Handler
-	started    time.Time
 }
 
 // New returns a Server that checks tokens with auth and drives deps.
@@ -115,20 +133,30 @@ func New(log zerolog.Logger, auth *Auth, deps Deps, cfg Config) *Server {
 	}
 	cfg.BasePath = strings.TrimRight(cfg.BasePath, "/")
 	s := &Server{log: log, auth: auth, runner: deps.Runner, procs: deps.Procs, fwd: deps.Forwarder,
-		tunnels: deps.Tunnels, cfg: cfg, router: mux.NewRouter().SkipClean(true), started: time.Now()} // routePath cleans
+		terms: deps.Terminals, sessions: deps.Sessions, tunnels: deps.Tunnels, cfg: cfg,
+		router: mux.NewRouter().SkipClean(true), started: time.Now()} // routePath cleans
+	if s.res = deps.Resources; s.res == nil {
+		wd, _ := os.Getwd() // "" if the directory is gone: Disk then fails, and is left out
+		s.res = stats.New(wd)
+	}
+	s.ids = newRequestIDs()
+	s.metrics = newMetrics()
 	if s.tunnels == nil {
 		s.tunnels = &tunnels.Registry{Reserved: []int{cfg.APIPort, cfg.ProxyPort}, Log: log}
 		s.ownTunnels = true
 	}
 	s.preview = newPreviewProxy(s)
 	s.routes()
+	// Labels every matched request with its route's template, for the
+	// metrics; the routes of subrouters too.
+	s.router.Use(s.labelRoute)
 	// Access logging sees every request, including 401s, 404s and 405s;
 	// authentication guards the whole router rather than a subrouter,
 	// because mux does not run subrouter middleware for 404 and 405.
 	// CONNECT requests and previews routed by host name come before the
 	// agent's own path handling: the first have no path, and the second
 	// are the app's, passed on as sent.
-	s.handler = s.logRequests(s.serveConnect(s.routeHost(s.routePath(s.requireToken(s.router)))))
+	s.handler = s.access(s.serveConnect(s.routeHost(s.routePath(s.requireToken(s.router)))))
 	return s
 }
 
@@ -146,8 +174,14 @@ func (s *Server) Close(ctx context.Context) error {
 	return err
 }
 
-// newStream opens an event stream on w; see sse.NewWriter.
+// newStream opens an event stream on w; see sse.NewWriter. The stream
+// counts in the metrics until its handler returns.
 func (s *Server) newStream(w http.ResponseWriter) *sse.Writer {
+	if rec, ok := w.(*recorder); ok && rec.streamBytes == nil {
+		rec.streamBytes = &s.metrics.streamBytes
+		s.metrics.streamsOpen.Add(1)
+		s.metrics.streamsTotal.Add(1)
+	}
 	sw := sse.NewWriter(w)
 	sw.StallTimeout = s.cfg.StallTimeout
 	return sw
@@ -211,6 +245,11 @@ type recorder struct {
 	http.ResponseWriter
 	status int
 	bytes  int64
+	id     string // the request's id, for every log line about it
+	route  string // the template of the route that matched; "" if none did
+	// streamBytes, set by newStream, also counts what is written: the
+	// response is an event stream.
+	streamBytes *atomic.Uint64
 	// bodyRead is set by decode once the request body has been read to
 	// its end: an error reply can then keep the connection.
 	bodyRead bool
@@ -231,6 +270,9 @@ func (rec *recorder) Write(b []byte) (int, error) {
 	}
 	n, err := rec.ResponseWriter.Write(b)
 	rec.bytes += int64(n)
+	if rec.streamBytes != nil {
+		rec.streamBytes.Add(uint64(n))
+	}
 	return n, err
 }
 
@@ -242,6 +284,9 @@ func (rec *recorder) ReadFrom(src io.Reader) (int64, error) {
 	}
 	n, err := io.Copy(rec.ResponseWriter, src)
 	rec.bytes += n
+	if rec.streamBytes != nil {
+		rec.streamBytes.Add(uint64(n))
+	}
 	return n, err
 }
 
@@ -266,24 +311,4 @@ func hijacked(w http.ResponseWriter, status int) {
 	if rec, ok := w.(*recorder); ok {
 		rec.status = status
 	}
-}
-
-// logRequests writes one access-log line per request, at debug level for
-// successes and info for failures.
-func (s *Server) logRequests(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		start := time.Now()
-		rec := &recorder{ResponseWriter: w, bodyTimeout: s.cfg.BodyTimeout}
-		next.ServeHTTP(rec, r)
-		ev := s.log.Debug()
-		if rec.status >= 400 {
-			ev = s.log.Info()
-		}
-		path := r.URL.Path
-		if r.Method == http.MethodConnect {
-			path = r.RequestURI // an authority-form target has no path
-		}
-		ev.Str("method", r.Method).Str("path", path).Int("status", rec.status).
-			Int64("bytes", rec.bytes).Dur("duration", time.Since(start)).Msg("request")
-	})
 }

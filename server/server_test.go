@@ -18,6 +18,7 @@ import (
 	"github.com/sandbox-executor/sandbox-executor/executor"
 	"github.com/sandbox-executor/sandbox-executor/procs"
 	"github.com/sandbox-executor/sandbox-executor/proxy"
+	"github.com/sandbox-executor/sandbox-executor/terminals"
 	"github.com/sandbox-executor/sandbox-executor/tunnels"
 )
 
@@ -33,24 +34,39 @@ func newTestServer(t *testing.T) (*httptest.Server, *Server) {
 }
 
 func newTestServerWith(t testing.TB, cfg Config, runner *executor.Runner, opts procs.Options) (*httptest.Server, *Server) {
-	return newTestServerTunnels(t, cfg, runner, opts, &tunnels.Registry{})
+	t.Helper()
+	return newTestServerAll(t, cfg, runner, opts, terminals.Options{}, &tunnels.Registry{})
 }
 
-// newTestServerTunnels is newTestServerWith with tuns for tunnels; the test
-// server's own port is added to tuns.Reserved, as the agent reserves its
-// API port. Each of configure is called with the http.Server before it
-// starts.
+// newTestServerTerms is newTestServerWith with the terminals' options too.
+func newTestServerTerms(t testing.TB, cfg Config, runner *executor.Runner, opts procs.Options, topts terminals.Options) (*httptest.Server, *Server) {
+	t.Helper()
+	return newTestServerAll(t, cfg, runner, opts, topts, &tunnels.Registry{})
+}
+
+// newTestServerTunnels is newTestServerWith with tuns for tunnels. Each of
+// configure is called with the http.Server before it starts.
 func newTestServerTunnels(t testing.TB, cfg Config, runner *executor.Runner, opts procs.Options, tuns *tunnels.Registry,
 	configure ...func(*http.Server)) (*httptest.Server, *Server) {
+	t.Helper()
+	return newTestServerAll(t, cfg, runner, opts, terminals.Options{}, tuns, configure...)
+}
+
+// newTestServerAll starts the API with every option. The test server's
+// own port is added to tuns.Reserved, as the agent reserves its API port.
+func newTestServerAll(t testing.TB, cfg Config, runner *executor.Runner, opts procs.Options, topts terminals.Options,
+	tuns *tunnels.Registry, configure ...func(*http.Server)) (*httptest.Server, *Server) {
 	t.Helper()
 	auth, err := NewStaticAuth(testSecret)
 	require.NoError(t, err)
 	reg := procs.NewRegistry(runner, opts)
+	terms := terminals.NewRegistry(runner, topts)
 	fwd := &proxy.Forwarder{}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	tuns.Reserved = append(tuns.Reserved, ln.Addr().(*net.TCPAddr).Port)
-	s := New(zerolog.Nop(), auth, Deps{Runner: runner, Procs: reg, Forwarder: fwd, Tunnels: tuns}, cfg)
+	s := New(zerolog.Nop(), auth, Deps{Runner: runner, Procs: reg, Forwarder: fwd, Terminals: terms,
+		Sessions: newTestSessions(t, runner), Tunnels: tuns}, cfg)
 	// Every request and reply is checked against openapi.yaml.
 	ts := httptest.NewUnstartedServer(openAPICheck(t, s.cfg.BasePath, s))
 	ts.Listener.Close()
@@ -66,6 +82,7 @@ func newTestServerTunnels(t testing.TB, cfg Config, runner *executor.Runner, opt
 		defer cancel()
 		require.NoError(t, tuns.Close(ctx))
 		require.NoError(t, s.Close(ctx))
+		require.NoError(t, terms.Close(ctx))
 		require.NoError(t, reg.Close(ctx))
 		require.NoError(t, fwd.Close(ctx))
 	})

@@ -18,7 +18,7 @@ import (
 )
 
 // connectEstablished is the reply that opens a CONNECT tunnel, written by
-// hand on the hijacked connection.
+// hand on the hijacked connection, with the request's X-Request-Id.
 const connectEstablished = "HTTP/1.1 200 Connection Established\r\n\r\n"
 
 // serveConnect serves CONNECT requests itself; the others go to next. A
@@ -30,6 +30,9 @@ func (s *Server) serveConnect(next http.Handler) http.Handler {
 		if r.Method != http.MethodConnect {
 			next.ServeHTTP(w, r)
 			return
+		}
+		if rec, ok := w.(*recorder); ok {
+			rec.route = routeConnect
 		}
 		if err := s.handleConnect(w, r); err != nil {
 			// A client may have sent bytes for the tunnel after its
@@ -70,7 +73,11 @@ func (s *Server) handleConnect(w http.ResponseWriter, r *http.Request) error {
 	// What the client sent after its request (an SSH banner, a TLS hello)
 	// may already sit in the server's buffer; it goes first.
 	prefix, _ := brw.Reader.Peek(brw.Reader.Buffered())
-	if _, err := raw.Write([]byte(connectEstablished)); err != nil {
+	reply := connectEstablished
+	if id := requestID(w); id != "" { // visible ASCII: see validRequestID
+		reply = strings.Replace(reply, "\r\n\r\n", "\r\n"+requestIDHeader+": "+id+"\r\n\r\n", 1)
+	}
+	if _, err := raw.Write([]byte(reply)); err != nil {
 		tun.Close()
 		return nil // the client left; nothing more can be said
 	}
@@ -94,8 +101,13 @@ func (s *Server) authorizeConnect(w http.ResponseWriter, r *http.Request) error 
 	}
 	ok := false
 	if token, found := bearer(r.Header.Get(header)); found {
+		var claimed bool
 		var err error
-		if ok, err = s.auth.checkToken(token); err != nil {
+		ok, claimed, err = s.auth.checkToken(token)
+		if claimed {
+			s.log.Info().Str("request_id", requestID(w)).Str("remote", r.RemoteAddr).Msg("pool sandbox claimed")
+		}
+		if err != nil {
 			return err
 		}
 	}

@@ -153,6 +153,7 @@ func TestConnectPathFormAndEarlyBytes(t *testing.T) {
 	c, br, resp := connect(t, ts, "/base/tunnel/"+strconv.Itoa(echoPort(t)), "early ", proxyAuth)
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	assert.Equal(t, "Connection Established", strings.TrimPrefix(resp.Status, "200 "))
+	assert.NotEmpty(t, resp.Header.Get("X-Request-Id"))
 	_, err := io.WriteString(c, "late")
 	require.NoError(t, err)
 	require.NoError(t, c.(*net.TCPConn).CloseWrite())

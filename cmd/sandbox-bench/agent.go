@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -17,6 +16,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/sandbox-executor/sandbox-executor/client"
 )
 
 const (
@@ -41,7 +42,11 @@ type agent struct {
 	base    string // "http://" + apiAddr
 	proxy   string // 127.0.0.1:PORT of the TCP proxy
 	secret  string
-	client  *http.Client
+	// c is how the bench drives the agent, as a Go program would. hc is
+	// c's transport, which the deliberately raw clients (request and
+	// stream) share.
+	c       *client.Client
+	hc      *http.Client
 	log     *tailBuffer
 	healthy time.Duration // from just before exec to the first 200 from /health
 	done    chan struct{} // closed by waitAgent once cmd.Wait has returned
@@ -78,11 +83,14 @@ func tryStartAgent(ctx context.Context, bin string, args, env []string) (*agent,
 		apiAddr: "127.0.0.1:" + strconv.Itoa(ports[0]),
 		proxy:   "127.0.0.1:" + strconv.Itoa(ports[1]),
 		secret:  randomSecret(),
-		client:  newClient(),
+		hc:      newHTTPClient(),
 		log:     &tailBuffer{max: logTail},
 		done:    make(chan struct{}),
 	}
 	a.base = "http://" + a.apiAddr
+	if a.c, err = client.New(a.base, a.secret, client.WithHTTPClient(a.hc)); err != nil {
+		return nil, err
+	}
 	a.cmd = exec.Command(bin, append([]string{"-addr", a.apiAddr, "-proxy-addr", a.proxy}, args...)...)
 	a.cmd.Env = append(os.Environ(), "SANDBOX_SECRET="+a.secret, "SANDBOX_AUTH_MODE=static", "LOG_LEVEL=info")
 	a.cmd.Env = append(a.cmd.Env, env...)
@@ -136,7 +144,7 @@ func (a *agent) waitHealthy(ctx context.Context) error {
 // stop sends SIGTERM, waits for the agent to exit, and kills it if it has
 // not within stopTimeout. It is safe to call twice.
 func (a *agent) stop() {
-	a.client.CloseIdleConnections()
+	a.hc.CloseIdleConnections()
 	_ = a.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-a.done:
@@ -147,9 +155,9 @@ func (a *agent) stop() {
 	<-a.done
 }
 
-// newClient returns a keep-alive client with enough idle connections for
-// every concurrent client of the bench, and no proxy or compression.
-func newClient() *http.Client {
+// newHTTPClient returns a keep-alive client with enough idle connections
+// for every concurrent client of the bench, and no proxy or compression.
+func newHTTPClient() *http.Client {
 	return &http.Client{Transport: &http.Transport{
 		DialContext:         (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
 		MaxIdleConns:        512,
@@ -161,7 +169,9 @@ func newClient() *http.Client {
 	}}
 }
 
-// request builds an authenticated request; body, if not nil, is JSON.
+// request builds an authenticated request; body, if not nil, is JSON. It
+// is for the clients that are raw on purpose (see stream), where the
+// figure is the agent's alone; everything else goes through a.c.
 func (a *agent) request(ctx context.Context, method, path string, body []byte) (*http.Request, error) {
 	var rd io.Reader
 	if body != nil {
@@ -178,39 +188,16 @@ func (a *agent) request(ctx context.Context, method, path string, body []byte) (
 	return req, nil
 }
 
-// call sends a request with a JSON body (nil for none), checks for a 2xx
-// status and decodes the reply into out, if out is not nil.
-func (a *agent) call(ctx context.Context, method, path string, body []byte, out any) error {
-	req, err := a.request(ctx, method, path, body)
-	if err != nil {
-		return err
-	}
-	resp, err := a.client.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, bytes.TrimSpace(b))
-	}
-	if out == nil {
-		return nil
-	}
-	return json.Unmarshal(b, out)
-}
-
 // stream opens an event stream (POST with body, or GET) and returns the
-// response after checking for 200.
+// response after checking for 200, for the raw readers of the streaming
+// figure: streamBody, which reads bytes without parsing, and streamSeq,
+// which parses with the bench's own decoder (see decode.go).
 func (a *agent) stream(ctx context.Context, method, path string, body []byte) (*http.Response, error) {
 	req, err := a.request(ctx, method, path, body)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := a.client.Do(req)
+	resp, err := a.hc.Do(req)
 	if err != nil {
 		return nil, err
 	}
@@ -222,57 +209,10 @@ func (a *agent) stream(ctx context.Context, method, path string, body []byte) (*
 	return resp, nil
 }
 
-// runReply is the reply of /run.
-type runReply struct {
-	Stdout string `json:"stdout"`
-	Stderr string `json:"stderr"`
-	Error  string `json:"error"`
-	Code   int    `json:"code"`
-}
-
-// run calls /run with a prepared body such as {"cmd":"true"}.
-func (a *agent) run(ctx context.Context, body []byte) (runReply, error) {
-	var r runReply
-	err := a.call(ctx, http.MethodPost, "/run", body, &r)
-	return r, err
-}
-
-// startProcess calls /start_process and returns the process id.
+// startProcess starts cmd in the background and returns its id.
 func (a *agent) startProcess(ctx context.Context, cmd string) (string, error) {
-	body, _ := json.Marshal(map[string]string{"cmd": cmd})
-	var r struct {
-		ID string `json:"id"`
-	}
-	if err := a.call(ctx, http.MethodPost, "/start_process", body, &r); err != nil {
-		return "", err
-	}
-	if r.ID == "" {
-		return "", errors.New("start_process: no id in the reply")
-	}
-	return r.ID, nil
-}
-
-// processInfo is one entry of /list_processes.
-type processInfo struct {
-	ID          string `json:"id"`
-	Status      string `json:"status"`
-	StartedAt   string `json:"started_at"`
-	CompletedAt string `json:"completed_at"`
-}
-
-// listProcesses calls /list_processes and returns the processes by id.
-func (a *agent) listProcesses(ctx context.Context) (map[string]processInfo, error) {
-	var r struct {
-		Processes []processInfo `json:"processes"`
-	}
-	if err := a.call(ctx, http.MethodGet, "/list_processes", nil, &r); err != nil {
-		return nil, err
-	}
-	m := make(map[string]processInfo, len(r.Processes))
-	for _, p := range r.Processes {
-		m[p.ID] = p
-	}
-	return m, nil
+	p, err := a.c.StartProcess(ctx, client.Command{Cmd: cmd})
+	return p.ID, err
 }
 
 // freePorts returns n distinct loopback ports that were free a moment ago.

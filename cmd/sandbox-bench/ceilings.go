@@ -310,7 +310,7 @@ func readFileClient(ctx context.Context, wg *sync.WaitGroup, a *agent, body []by
 		errs.add("%v", err)
 		return
 	}
-	resp, err := a.client.Do(req)
+	resp, err := a.hc.Do(req) // raw: the figure is the agent's memory, and the reply is only counted
 	if err != nil {
 		errs.add("read_file: %v", err)
 		return

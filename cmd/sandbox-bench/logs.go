@@ -3,13 +3,13 @@ package main
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
-	"net/http"
-	"net/url"
+	"strconv"
 	"sync"
 	"time"
 
-	"github.com/sandbox-executor/sandbox-executor/sse"
+	"github.com/sandbox-executor/sandbox-executor/client"
 )
 
 const (
@@ -93,59 +93,47 @@ func fanout(ctx context.Context, a *agent, n int) (time.Duration, []readerResult
 }
 
 // logReader follows the logs of process id and checks them: each log
-// event's id is the previous one plus 1, or plus 1 plus the count of a
-// missed event just before it; each line's data equals its id; complete
-// comes once total lines are accounted for.
+// event's number is the previous one plus 1, or plus 1 plus the count of a
+// missed event just before it; each line's data equals its number;
+// complete comes once total lines are accounted for. It reads through the
+// client, over one connection (ProcessLogs: a cut stream is an error, not
+// a reconnection).
 //
 // logReader runs in its own goroutine, one per reader; it ends when the
 // stream ends, fails or ctx ends. wg is its owner's count.
 func logReader(ctx context.Context, wg *sync.WaitGroup, a *agent, id string, total uint64, res *readerResult) {
 	defer wg.Done()
-	resp, err := a.stream(ctx, http.MethodGet, "/process_logs_streaming?id="+url.QueryEscape(id), nil)
-	if err != nil {
-		res.err = err
-		return
-	}
-	defer resp.Body.Close()
-	r := sse.NewReader(resp.Body)
-	var f eventFields
 	next := uint64(1)
-	for {
-		ev, err := r.Next()
+	var num []byte
+	for ev, err := range a.c.ProcessLogs(ctx, id, client.LogsOptions{}) {
 		if err != nil {
 			res.err = fmt.Errorf("after line %d: %w", next-1, err)
 			return
 		}
-		if err := f.decode(ev.Data); err != nil {
-			res.err = fmt.Errorf("event %q: %w", ev.Name, err)
-			return
-		}
-		switch string(ev.Name) {
-		case "log":
-			seq, ok := parseUint(ev.ID)
-			if !ok || seq != next || string(f.Data) != string(ev.ID) || string(f.Stream) != "stdout" {
-				res.err = fmt.Errorf("want line %d, got id %q data %q stream %q", next, ev.ID, f.Data, f.Stream)
+		switch ev.Type {
+		case client.EventLog:
+			num = strconv.AppendUint(num[:0], ev.Seq, 10)
+			if ev.Seq != next || string(ev.Data) != string(num) || ev.Stream != client.Stdout {
+				res.err = fmt.Errorf("want line %d, got number %d data %q stream %s", next, ev.Seq, ev.Data, ev.Stream)
 				return
 			}
 			next++
 			res.lines++
-		case "missed":
-			if f.Missed <= 0 {
-				res.err = fmt.Errorf("missed event without a count: %s", ev.Data)
+		case client.EventMissed:
+			if ev.Missed == 0 {
+				res.err = errors.New("missed event without a count")
 				return
 			}
-			next += uint64(f.Missed)
-			res.missed += uint64(f.Missed)
-		case "complete":
+			next += ev.Missed
+			res.missed += ev.Missed
+		case client.EventComplete:
 			if next-1 != total {
 				res.err = fmt.Errorf("complete after %d lines and %d missed, want %d", res.lines, res.missed, total)
 				return
 			}
 			res.doneAt = time.Now()
 			return
-		default:
-			res.err = fmt.Errorf("unexpected event %q: %s", ev.Name, ev.Data)
-			return
 		}
 	}
+	res.err = fmt.Errorf("the stream ended after line %d without complete", next-1)
 }

@@ -3,13 +3,10 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
-	"net/url"
 	"os"
 	"time"
 
-	"github.com/sandbox-executor/sandbox-executor/sse"
+	"github.com/sandbox-executor/sandbox-executor/client"
 )
 
 const (
@@ -89,22 +86,12 @@ func (b *bench) memoryRings(ctx context.Context) error {
 // countRetained reads the retained lines of process id with follow=false
 // and counts them.
 func countRetained(ctx context.Context, a *agent, id string) (int, error) {
-	resp, err := a.stream(ctx, http.MethodGet, "/process_logs_streaming?follow=false&id="+url.QueryEscape(id), nil)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	r := sse.NewReader(resp.Body)
 	n := 0
-	for range ringProcLines + 10 {
-		ev, err := r.Next()
-		if err == io.EOF {
-			break
-		}
+	for ev, err := range a.c.ProcessLogs(ctx, id, client.LogsOptions{NoFollow: true}) {
 		if err != nil {
 			return n, err
 		}
-		if string(ev.Name) == "log" {
+		if ev.Type == client.EventLog {
 			n++
 		}
 	}
@@ -130,10 +117,9 @@ func (b *bench) memoryRuns(ctx context.Context) error {
 	time.Sleep(idleSettle)
 	samples := []memorySample{{0, a.rssMiB(), a.fds(), a.threads()}}
 	gc0, _ := a.gcStats()
-	body := []byte(`{"cmd":"echo hi"}`)
 	var errs errorList
 	call := func() error {
-		r, err := a.run(ctx, body)
+		r, err := a.c.Run(ctx, client.Command{Cmd: "echo hi"})
 		if err == nil && (r.Stdout != "hi\n" || r.Code != 0) {
 			err = fmt.Errorf("stdout %q code %d", r.Stdout, r.Code)
 		}

@@ -8,9 +8,9 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"runtime"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -42,12 +42,15 @@ func (b *bench) sectionProxy(ctx context.Context) error {
 		return err
 	}
 	defer s.stop()
-	_, port, _ := net.SplitHostPort(s.addr)
-	body := []byte(`{"port":"` + port + `"}`)
-	if err := a.call(ctx, http.MethodPost, "/bind_port", body, nil); err != nil {
+	_, portText, _ := net.SplitHostPort(s.addr)
+	port, err := strconv.Atoi(portText)
+	if err != nil {
 		return err
 	}
-	defer func() { _ = a.call(context.WithoutCancel(ctx), http.MethodPost, "/unbind_port", nil, nil) }()
+	if _, err := a.c.BindPort(ctx, port); err != nil {
+		return err
+	}
+	defer func() { _ = a.c.UnbindPort(context.WithoutCancel(ctx)) }()
 
 	relay, err := startRelay(ctx, s.addr)
 	if err != nil {

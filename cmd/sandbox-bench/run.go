@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sandbox-executor/sandbox-executor/client"
 )
 
 const (
@@ -44,17 +46,16 @@ func (b *bench) sectionRun(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, sectionTimeout)
 	defer cancel()
-	body := []byte(`{"cmd":"true"}`)
-	raw, err := dialRaw(a, http.MethodPost, "/run", body)
+	raw, err := dialRaw(a, http.MethodPost, "/run", []byte(`{"cmd":"true"}`))
 	if err != nil {
 		return err
 	}
 	defer raw.close()
 	calls := []func() error{
-		func() error { return checkRun(a.run(ctx, body)) },
+		func() error { return checkRun(a.c.Run(ctx, client.Command{Cmd: "true"})) },
 		func() error { return checkRun(decodeRun(raw.do())) },
 		func() error { _, err := refRun("true"); return err },
-		func() error { return a.call(ctx, http.MethodGet, "/health", nil, nil) },
+		func() error { _, err := a.c.Health(ctx); return err },
 	}
 	lat := make([][]time.Duration, len(calls))
 	var errs errorList
@@ -94,19 +95,23 @@ func (b *bench) sectionRun(ctx context.Context) error {
 }
 
 // checkRun checks a /run reply of `true`.
-func checkRun(r runReply, err error) error {
+func checkRun(r client.RunResult, err error) error {
 	if err == nil && r.Code != 0 {
 		err = fmt.Errorf("code %d, stderr %q", r.Code, r.Stderr)
 	}
 	return err
 }
 
-func decodeRun(b []byte, err error) (runReply, error) {
-	var r runReply
+// decodeRun decodes the raw client's /run reply.
+func decodeRun(b []byte, err error) (client.RunResult, error) {
+	var r struct {
+		Stdout, Stderr string
+		Code           int
+	}
 	if err == nil {
 		err = json.Unmarshal(b, &r)
 	}
-	return r, err
+	return client.RunResult{Stdout: r.Stdout, Stderr: r.Stderr, Code: r.Code}, err
 }
 
 // sectionConcurrency measures figure 2: 16 clients share 2,000 /run calls
@@ -119,10 +124,9 @@ func (b *bench) sectionConcurrency(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, sectionTimeout)
 	defer cancel()
-	body := []byte(`{"cmd":"echo hi"}`)
 	var errs errorList
 	agentCall := func() error {
-		r, err := a.run(ctx, body)
+		r, err := a.c.Run(ctx, client.Command{Cmd: "echo hi"})
 		switch {
 		case err != nil:
 			return err

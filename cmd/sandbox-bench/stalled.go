@@ -14,6 +14,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/sandbox-executor/sandbox-executor/client"
 )
 
 const (
@@ -110,14 +112,13 @@ func runStalled(ctx context.Context, a *agent, dir string, n int, stall bool) (s
 	if err != nil {
 		return r, err
 	}
-	if info.Status != "completed" {
+	if info.Status != client.StatusCompleted {
 		return r, fmt.Errorf("process %s: %s", id, info.Status)
 	}
-	done, err := time.Parse(time.RFC3339Nano, info.CompletedAt)
-	if err != nil {
-		return r, fmt.Errorf("completed_at: %w", err)
+	if info.CompletedAt.IsZero() {
+		return r, fmt.Errorf("process %s: no completed_at", id)
 	}
-	r.dur = done.Sub(opened)
+	r.dur = info.CompletedAt.Sub(opened)
 	if stall {
 		// The handler may still be blocked holding a batch: look once more.
 		time.Sleep(200 * time.Millisecond)
@@ -211,18 +212,20 @@ func firstEvent(conn net.Conn) (string, int64, error) {
 
 // waitFinished polls list_processes until process id has left running,
 // calling sample at each poll.
-func waitFinished(ctx context.Context, a *agent, id string, sample func()) (processInfo, error) {
+func waitFinished(ctx context.Context, a *agent, id string, sample func()) (client.Process, error) {
 	deadline := time.Now().Add(processTimeout)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
 		sample()
-		m, err := a.listProcesses(ctx)
+		ps, err := a.c.ListProcesses(ctx)
 		if err != nil {
-			return processInfo{}, err
+			return client.Process{}, err
 		}
-		if p, ok := m[id]; ok && p.Status != "running" {
-			return p, nil
+		for _, p := range ps {
+			if p.ID == id && p.Status != client.StatusRunning {
+				return p, nil
+			}
 		}
 		time.Sleep(pollEvery)
 	}
-	return processInfo{}, fmt.Errorf("process %s still running after %s", id, processTimeout)
+	return client.Process{}, fmt.Errorf("process %s still running after %s", id, processTimeout)
 }

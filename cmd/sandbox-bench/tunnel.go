@@ -18,7 +18,7 @@ const (
 	tunnelRoundTrips  = 5000
 )
 
-// sectionTunnel measures figure 11: CONNECT and WebSocket tunnels to a
+// sectionTunnel measures figure 13: CONNECT and WebSocket tunnels to a
 // sink/echo server in a process of its own, against the bare io.Copy
 // relay process of figure 6 to the same server; then the HTTP preview
 // proxy (see preview.go).
@@ -42,10 +42,7 @@ func (b *bench) sectionTunnel(ctx context.Context) error {
 	_, portText, _ := net.SplitHostPort(s.addr)
 	var port int
 	fmt.Sscan(portText, &port)
-	cl, err := client.New(a.base, a.secret, client.WithHTTPClient(a.client))
-	if err != nil {
-		return err
-	}
+	cl := a.c
 	dialRelay := func(ctx context.Context) (net.Conn, error) { return dial(ctx, relay.addr) }
 	dialConnect := func(ctx context.Context) (net.Conn, error) { return cl.DialTunnel(ctx, port, client.DialOptions{}) }
 	dialWS := func(ctx context.Context) (net.Conn, error) {
@@ -74,10 +71,10 @@ func (b *bench) sectionTunnel(ctx context.Context) error {
 		v    [][]float64
 	}{{"to the port", up}, {"from the port", down}} {
 		relayMed, connectMed, wsMed := medianFloat(dir.v[0]), medianFloat(dir.v[1]), medianFloat(dir.v[2])
-		b.rep.add(newFigure("11 tunnels", "CONNECT tunnel, bulk 512 MiB "+dir.name, connectMed, "GiB/s").
+		b.rep.add(newFigure("13 tunnels", "CONNECT tunnel, bulk 512 MiB "+dir.name, connectMed, "GiB/s").
 			withRef(relayMed, relayRef).ratioAtLeast(0.95).
 			withNote("median of %d, alternating with the relay and the WebSocket tunnel", tunnelBulkRepeats))
-		b.rep.add(newFigure("11 tunnels", "WebSocket tunnel, bulk 512 MiB "+dir.name, wsMed, "GiB/s").
+		b.rep.add(newFigure("13 tunnels", "WebSocket tunnel, bulk 512 MiB "+dir.name, wsMed, "GiB/s").
 			withRef(connectMed, "the CONNECT tunnel").ratioAtLeast(0.6).
 			withNote("binary messages; the client's WebSocket (coder/websocket) in this process"))
 	}
@@ -94,7 +91,7 @@ func (b *bench) sectionTunnel(ctx context.Context) error {
 		return err
 	}
 	rLat, cLat := lats[0], lats[1]
-	b.rep.add(newFigure("11 tunnels", "CONNECT tunnel, 5,000 round trips of 64 B, median", us(median(cLat)), "µs").
+	b.rep.add(newFigure("13 tunnels", "CONNECT tunnel, 5,000 round trips of 64 B, median", us(median(cLat)), "µs").
 		withRef(us(median(rLat)), "the bare relay process").ratioAtMost(1.15).
 		withNote("mean/p99 %.1f/%.1f µs tunnelled, %.1f/%.1f µs relayed; alternating on one connection each",
 			us(mean(cLat)), us(percentile(cLat, 99)), us(mean(rLat)), us(percentile(rLat, 99))))

@@ -25,7 +25,7 @@ input is not sent. Lines come as the agent reads them: a line longer than
 func (c *cli) exec(ctx context.Context, args []string) error {
 	fs := c.flagSet("exec", "[flags] [--] CMD [ARG...]", execDoc)
 	cf := addConnFlags(fs)
-	session := fs.String("session", "", "run CMD in this `session` of the agent, where cd and export last between commands (the agent must support sessions; one that does not runs CMD on its own)")
+	session := fs.String("session", "", "run CMD in this `session` of the agent, where cd and export last between commands; it is created if it does not exist")
 	cwd := fs.String("cwd", "", "the command's working `directory` on the agent (default: the agent's own)")
 	env := envFlag{}
 	fs.Var(env, "env", "set `NAME=VALUE` in the command's environment; repeat for more")
@@ -51,6 +51,11 @@ func (c *cli) exec(ctx context.Context, args []string) error {
 		return err
 	}
 	defer cl.CloseIdleConnections()
+	if cmd.Session != "" {
+		if _, _, err := cl.CreateSession(ctx, client.SessionConfig{ID: cmd.Session, Reuse: true}); err != nil {
+			return err
+		}
+	}
 	for ev, err := range cl.RunStream(ctx, cmd) {
 		if err != nil {
 			out.flush()

@@ -123,10 +123,15 @@ func TestCLIExec(t *testing.T) {
 	r = runCLI(t, nil, nil, "exec", "-url", a.api.String(), "-token", testSecret, "--", "echo flags")
 	assert.Equal(t, cliResult{0, "flags\n", ""}, r, "a URL without a scheme is http")
 
-	// A session is passed on; this agent has none and runs the command
-	// on its own.
-	r = runCLI(t, a.env, nil, "exec", "-session", "s1", "--", "echo in-session")
+	// A session, created by the first exec that names it: cd and export
+	// last from one exec to the next.
+	r = runCLI(t, a.env, nil, "exec", "-session", "s1", "--", "cd / && export IN=session && echo in-session")
 	assert.Equal(t, cliResult{0, "in-session\n", ""}, r)
+	r = runCLI(t, a.env, nil, "exec", "-session", "s1", "--", `echo "$PWD $IN"; exit 3`)
+	assert.Equal(t, cliResult{3, "/ session\n", ""}, r)
+	r = runCLI(t, a.env, nil, "exec", "-session", "bad/id", "--", "true")
+	assert.Equal(t, 125, r.code)
+	assert.Contains(t, r.stderr, "invalid session: id must be")
 }
 
 func seq(from, to int) string {

@@ -37,6 +37,7 @@ type config struct {
 	apiAddr      string // host:port for the API; ":3030" listens on every interface
 	proxyAddr    string // host:port for the TCP proxy
 	logLevel     zerolog.Level
+	logFormat    string        // logJSON or logConsole
 	basePath     string        // empty serves at the root only
 	keepAlive    time.Duration // always positive
 	stall        time.Duration // always positive
@@ -46,6 +47,7 @@ type config struct {
 	maxCmds      int           // running commands of every kind; 0: executor.Runner's default
 	maxProcs     int           // running background processes; 0: procs.Options' default
 	logBudget    int           // bytes of retained log lines in all; 0: procs.Options' default
+	metricsOpen  bool          // GET /metrics without a token
 	maxTunnels   int           // tunnels open at once; 0: tunnels.Registry's default
 	trustFwdHost bool          // previews are routed by X-Forwarded-Host (set by a trusted edge) before Host
 	version      bool          // -version: print the version and exit
@@ -79,6 +81,8 @@ func parseConfig(args []string, getenv func(string) string, output io.Writer) (c
 	fs.String("proxy-port", strconv.Itoa(defaultProxyPort), "TCP proxy `port` on every interface (env SANDBOX_PROXY_PORT, then PROXY_PORT)")
 	fs.String("proxy-addr", "", "TCP proxy `host:port`; overrides -proxy-port and its env")
 	fs.String("log-level", "info", "`level`: trace, debug, info, warn or error (env LOG_LEVEL)")
+	fs.String("log-format", logJSON, "`format` of log lines: json, or console for a person at a terminal (env LOG_FORMAT)")
+	fs.Bool("metrics-open", false, "serve GET /metrics without a token, for a Prometheus scraper on a trusted network (env SANDBOX_METRICS_OPEN=true); every other endpoint still needs one")
 	fs.String("base-path", "", "also serve the API under this `prefix`, e.g. /koyeb-sandbox (env BASE_PATH)")
 	fs.String("keepalive", defaultKeepAlive.String(), "`interval` of the comment sent on idle event streams (env SSE_KEEPALIVE)")
 	fs.String("stall-timeout", defaultStallTimeout.String(), "`duration` an event stream's client may accept nothing for before it counts as gone (env SSE_STALL_TIMEOUT)")
@@ -89,7 +93,7 @@ func parseConfig(args []string, getenv func(string) string, output io.Writer) (c
 	fs.String("max-processes", "0", "`number` of background processes running at once; past it, 503; 0 means 1000, or an eighth of the open-file limit if lower (env SANDBOX_MAX_PROCESSES)")
 	fs.String("log-budget", "0", "`size` of the log lines kept for all background processes together, e.g. 256MiB; past it the biggest lose their oldest lines first; 0 means 128MiB (env SANDBOX_LOG_BUDGET)")
 	fs.String("max-tunnels", "0", "`number` of CONNECT and WebSocket tunnels open at once; past it, 503; 0 means 1024 (env SANDBOX_MAX_TUNNELS)")
-	fs.String("trust-forwarded-host", "false", "route previews by X-Forwarded-Host before Host, and pass X-Forwarded-Host and -Proto on to apps: only behind an edge that sets them (env SANDBOX_TRUST_FORWARDED_HOST)")
+	fs.Bool("trust-forwarded-host", false, "route previews by X-Forwarded-Host before Host, and pass X-Forwarded-Host and -Proto on to apps: only behind an edge that sets them (env SANDBOX_TRUST_FORWARDED_HOST)")
 	version := fs.Bool("version", false, "print the version and exit")
 	if err := fs.Parse(flagArgs); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -154,6 +158,16 @@ func (p *configParser) config() (config, error) {
 	var ok bool
 	if c.logLevel, ok = parseLevel(level); !ok {
 		return c, fmt.Errorf("invalid log level %q (from %s): want trace, debug, info, warn or error", level, from)
+	}
+	format, from := p.value("log-format", "LOG_FORMAT")
+	switch c.logFormat = strings.ToLower(strings.TrimSpace(format)); c.logFormat {
+	case logJSON, logConsole:
+	default:
+		return c, fmt.Errorf("invalid log format %q (from %s): want json or console", format, from)
+	}
+	open, from := p.value("metrics-open", "SANDBOX_METRICS_OPEN")
+	if c.metricsOpen, err = strconv.ParseBool(strings.TrimSpace(open)); err != nil {
+		return c, fmt.Errorf("invalid metrics-open %q (from %s): want true or false", open, from)
 	}
 	if c.keepAlive, err = p.duration("keepalive", "SSE_KEEPALIVE", "15s"); err != nil {
 		return c, err

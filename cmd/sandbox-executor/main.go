@@ -24,6 +24,9 @@ import (
 	"github.com/sandbox-executor/sandbox-executor/procs"
 	"github.com/sandbox-executor/sandbox-executor/proxy"
 	"github.com/sandbox-executor/sandbox-executor/server"
+	"github.com/sandbox-executor/sandbox-executor/sessions"
+	"github.com/sandbox-executor/sandbox-executor/stats"
+	"github.com/sandbox-executor/sandbox-executor/terminals"
 	"github.com/sandbox-executor/sandbox-executor/tunnels"
 )
 
@@ -42,7 +45,7 @@ const (
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := notifySignals(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	err := run(ctx, os.Args[1:], os.Getenv, os.Stderr)
 	var exit exitCodeError
@@ -100,7 +103,7 @@ func (o options) run(ctx context.Context, args []string, getenv func(string) str
 		_, err := fmt.Fprintln(o.out(), "sandbox-executor", version)
 		return err
 	}
-	log := zerolog.New(stderr).Level(cfg.logLevel).With().Timestamp().Logger()
+	log := newLogger(stderr, cfg.logLevel, cfg.logFormat)
 	// Auth fails on configuration only, so it comes before anything that
 	// would have to be undone.
 	auth, err := newAuth(cfg)
@@ -118,30 +121,43 @@ func (o options) run(ctx context.Context, args []string, getenv func(string) str
 		// As init, the agent inherits every orphan; see executor.Reaper.
 		runner.Reaper = executor.NewReaper()
 	}
-	popts := procs.Options{MaxRunning: cfg.maxProcs, MaxTotalBytes: cfg.logBudget}
+	sess, err := sessions.New(runner, sessions.Options{})
+	if err != nil {
+		apiLn.Close()
+		proxyLn.Close()
+		return fmt.Errorf("sessions: %w", err)
+	}
+	popts := procs.Options{MaxRunning: cfg.maxProcs, MaxTotalBytes: cfg.logBudget, Log: log}
 	reg := procs.NewRegistry(runner, popts)
+	terms := terminals.NewRegistry(runner, terminals.Options{})
 	o.setMemoryLimit(log, getenv, reg.LogBudget())
 	// The agent's own ports are never forwarded to: the proxy bound to
 	// itself would loop on its first connection.
 	fwd := &proxy.Forwarder{Log: log, Reserved: []int{apiPort, proxyPort}}
 	// Nor is a tunnel let into them: a tunnel to the API could open more.
 	tuns := &tunnels.Registry{Max: cfg.maxTunnels, Reserved: []int{apiPort, proxyPort}, Log: log}
-	api := server.New(log, auth, server.Deps{Runner: runner, Procs: reg, Forwarder: fwd, Tunnels: tuns}, server.Config{
-		BasePath:      cfg.basePath,
-		KeepAlive:     cfg.keepAlive,
-		StallTimeout:  cfg.stall,
-		BodyTimeout:   cfg.bodyTime,
-		UnauthTimeout: cfg.unauthTime,
-		MaxConns:      cfg.maxConns,
-		ProxyPort:     proxyPort,
-		APIPort:       apiPort,
-		Version:       version,
-
+	// Disk metrics describe the file system of the working directory, which
+	// commands start in unless they name another.
+	wd, _ := os.Getwd()
+	deps := server.Deps{Runner: runner, Procs: reg, Forwarder: fwd, Terminals: terms, Sessions: sess, Resources: stats.New(wd),
+		Tunnels: tuns}
+	api := server.New(log, auth, deps, server.Config{
+		BasePath:           cfg.basePath,
+		KeepAlive:          cfg.keepAlive,
+		StallTimeout:       cfg.stall,
+		BodyTimeout:        cfg.bodyTime,
+		UnauthTimeout:      cfg.unauthTime,
+		MaxConns:           cfg.maxConns,
+		ProxyPort:          proxyPort,
+		APIPort:            apiPort,
+		Version:            version,
+		MetricsOpen:        cfg.metricsOpen,
 		TrustForwardedHost: cfg.trustFwdHost,
 	})
 	// Every request's context derives from baseCtx. Cancelling it at
-	// shutdown kills the process groups of /run commands in flight and
-	// ends event streams with their final event.
+	// shutdown kills the process groups of /run commands in flight, ends
+	// event streams with their final event and closes terminal WebSockets
+	// (going away).
 	baseCtx, cancelBase := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelBase()
 	srv := &http.Server{
@@ -173,7 +189,7 @@ func (o options) run(ctx context.Context, args []string, getenv func(string) str
 	}
 	ev := log.Info().Str("api", apiLn.Addr().String()).Str("proxy", proxyLn.Addr().String()).
 		Str("auth_mode", cfg.authMode).Str("base_path", cfg.basePath).Int("max_conns", apiConns.Max()).
-		Str("version", version)
+		Bool("metrics_open", cfg.metricsOpen).Str("version", version)
 	if cfg.authMode == authPool {
 		ev = ev.Bool("claimed", auth.Claimed())
 	}
@@ -205,7 +221,11 @@ func (o options) run(ctx context.Context, args []string, getenv func(string) str
 	if err == nil {
 		select {
 		case <-ctx.Done():
-			log.Info().Msg("shutting down")
+			ev := log.Info()
+			if sig := shutdownSignal(ctx); sig != "" {
+				ev = ev.Str("signal", sig)
+			}
+			ev.Msg("shutting down")
 		case <-childDone:
 			log.Info().Int("code", child.code).Msg("main command exited; shutting down")
 		case err = <-serveErr:
@@ -213,9 +233,10 @@ func (o options) run(ctx context.Context, args []string, getenv func(string) str
 		}
 	}
 	// Teardown, in the order shutdown documents: requests, API, proxy,
-	// background processes; the main command is stopped alongside.
+	// terminals, background processes, sessions; the main command is
+	// stopped alongside.
 	stopChild()
-	shutdown(log, cancelBase, srv, api, tuns, fwd, reg, runner)
+	shutdown(log, cancelBase, srv, api, tuns, fwd, terms, reg, sess, runner)
 	stopReaper() // last: the background processes just killed left zombies
 	wg.Wait()    // the main command, if any, has exited: killed at the latest after its grace
 	switch {
@@ -292,19 +313,27 @@ func serveProxy(wg *sync.WaitGroup, errc chan<- error, fwd *proxy.Forwarder, ln 
 // shutdownTimeout in all:
 //  1. cancel the base context: /run commands in flight are killed (their
 //     process groups), event streams end with their final event, and
-//     tunnels and previews (WebSockets included) are closed;
+//     terminal WebSockets close with 1001 (going away); tunnels and
+//     previews (WebSockets included) are closed;
 //  2. shut the API down: stop accepting, let those handlers answer, for
 //     at most httpShutdownTimeout, then close what is left;
-//  3. close the tunnels registry, waiting for the tunnels to be gone, and
+//  3. close the tunnels registry, waiting for the tunnels to be gone
+//     (hijacked connections are not the http.Server's to wait for), and
 //     the preview proxy's idle connections to the apps;
 //  4. close the TCP forwarder and its live connections;
-//  5. close the registry: every background process group is killed;
-//  6. kill what finished commands, /run ones included, left in their
+//  5. close the terminals: every process of each terminal's session is
+//     killed (jobs of interactive shells are in groups of their own, so
+//     this comes before the group kills below);
+//  6. close the registry: every background process group is killed;
+//  7. delete the sessions: what is left in their process groups is
+//     killed, their temp workdirs and the state directory removed;
+//  8. kill what finished commands, /run ones included, left in their
 //     process groups (`npm start &`).
 //
 // The main command, if any, is stopped by its supervisor meanwhile.
 func shutdown(log zerolog.Logger, cancelBase context.CancelFunc, srv *http.Server, api *server.Server,
-	tuns *tunnels.Registry, fwd *proxy.Forwarder, reg *procs.Registry, runner *executor.Runner) {
+	tuns *tunnels.Registry, fwd *proxy.Forwarder, terms *terminals.Registry, reg *procs.Registry,
+	sess *sessions.Registry, runner *executor.Runner) {
 	start := time.Now()
 	cancelBase()
 	httpCtx, cancel := context.WithTimeout(context.Background(), httpShutdownTimeout)
@@ -325,13 +354,19 @@ func shutdown(log zerolog.Logger, cancelBase context.CancelFunc, srv *http.Serve
 	if err := fwd.Close(ctx); err != nil {
 		log.Warn().Err(err).Msg("TCP proxy shutdown")
 	}
+	if err := terms.Close(ctx); err != nil {
+		log.Warn().Err(err).Msg("terminals shutdown")
+	}
 	if err := reg.Close(ctx); err != nil {
 		log.Warn().Err(err).Msg("background processes shutdown")
+	}
+	if err := sess.Close(ctx); err != nil {
+		log.Warn().Err(err).Msg("sessions shutdown")
 	}
 	if n := runner.KillAll(); n > 0 {
 		log.Info().Int("groups", n).Msg("killed what finished commands left running")
 	}
-	log.Info().Dur("duration", time.Since(start)).Msg("stopped")
+	log.Info().Float64("duration_ms", float64(time.Since(start).Microseconds())/1000).Msg("stopped")
 }
 
 // warnWriter logs net/http's error-log lines (TLS handshake failures,

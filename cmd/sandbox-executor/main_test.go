@@ -3,9 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -22,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/sandbox-executor/sandbox-executor/client"
 	"github.com/sandbox-executor/sandbox-executor/internal/testutil"
 )
 
@@ -109,8 +108,25 @@ func (a *testAgent) result(t *testing.T) error {
 	}
 }
 
+// newClient returns a client of the agent with token (none if empty),
+// and what it sends goes through a.client.
+func (a *testAgent) newClient(t *testing.T, token string) *client.Client {
+	t.Helper()
+	c, err := client.New("http://"+a.api.String(), token, client.WithHTTPClient(a.client))
+	require.NoError(t, err)
+	return c
+}
+
+// requireStatus asserts that err is the agent's refusal with status code.
+func requireStatus(t *testing.T, code int, err error, msgAndArgs ...any) {
+	t.Helper()
+	var ae *client.Error
+	require.ErrorAs(t, err, &ae, msgAndArgs...)
+	assert.Equal(t, code, ae.StatusCode, msgAndArgs...)
+}
+
 // do sends a request with the given bearer token (none if empty) and
-// returns the status and body.
+// returns the status and body, for what the client does not send.
 func (a *testAgent) do(t *testing.T, method, path, token, body string) (int, string) {
 	t.Helper()
 	req, err := http.NewRequest(method, "http://"+a.api.String()+path, strings.NewReader(body))
@@ -260,6 +276,28 @@ func TestParseConfig(t *testing.T) {
 			wantErr: `invalid keepalive "15" (from SSE_KEEPALIVE)`},
 		{name: "bad stall timeout", args: []string{"-stall-timeout", "0s"},
 			wantErr: `invalid stall-timeout "0s" (from -stall-timeout)`},
+		{name: "log format and open metrics from env",
+			env: map[string]string{"LOG_FORMAT": "Console", "SANDBOX_METRICS_OPEN": "1"},
+			check: func(t *testing.T, c config) {
+				assert.Equal(t, logConsole, c.logFormat)
+				assert.True(t, c.metricsOpen)
+			}},
+		{name: "log format and open metrics, flags win",
+			args: []string{"-log-format", "json", "-metrics-open"},
+			env:  map[string]string{"LOG_FORMAT": "console", "SANDBOX_METRICS_OPEN": "false"},
+			check: func(t *testing.T, c config) {
+				assert.Equal(t, logJSON, c.logFormat)
+				assert.True(t, c.metricsOpen)
+			}},
+		{name: "log format and metrics closed by default",
+			check: func(t *testing.T, c config) {
+				assert.Equal(t, logJSON, c.logFormat)
+				assert.False(t, c.metricsOpen)
+			}},
+		{name: "bad log format", env: map[string]string{"LOG_FORMAT": "xml"},
+			wantErr: `invalid log format "xml" (from LOG_FORMAT): want json or console`},
+		{name: "bad metrics-open", env: map[string]string{"SANDBOX_METRICS_OPEN": "maybe"},
+			wantErr: `invalid metrics-open "maybe" (from SANDBOX_METRICS_OPEN)`},
 		{name: "tunnels and forwarded host", args: []string{"-max-tunnels", "7"},
 			env: map[string]string{"SANDBOX_TRUST_FORWARDED_HOST": "TRUE"},
 			check: func(t *testing.T, c config) {
@@ -293,7 +331,7 @@ func TestParseConfigFlagErrors(t *testing.T) {
 	assert.Equal(t, exitCodeError{0}, err)
 	assert.Contains(t, out.String(), "SANDBOX_PORT, then PORT")
 	for _, env := range []string{"SANDBOX_BODY_TIMEOUT", "SANDBOX_UNAUTH_TIMEOUT", "SANDBOX_MAX_CONNS",
-		"SANDBOX_MAX_COMMANDS", "SANDBOX_MAX_PROCESSES", "SANDBOX_LOG_BUDGET"} {
+		"SANDBOX_MAX_COMMANDS", "SANDBOX_MAX_PROCESSES", "SANDBOX_LOG_BUDGET", "LOG_FORMAT", "SANDBOX_METRICS_OPEN"} {
 		assert.Contains(t, out.String(), env)
 	}
 
@@ -335,20 +373,18 @@ func TestVersion(t *testing.T) {
 func TestHealthAndAuth(t *testing.T) {
 	a := startAgent(t, map[string]string{"SANDBOX_SECRET": testSecret}, options{})
 
-	code, body := a.do(t, http.MethodGet, "/health", "", "")
-	assert.Equal(t, http.StatusOK, code)
-	var health map[string]any
-	require.NoError(t, json.Unmarshal([]byte(body), &health))
-	assert.Equal(t, "ok", health["status"])
-	assert.Equal(t, version, health["version"])
-	assert.Equal(t, strconv.Itoa(a.proxy.(*net.TCPAddr).Port), health["proxy_port"], "the actual proxy port, not 0")
+	health, err := a.newClient(t, "").Health(t.Context())
+	require.NoError(t, err)
+	assert.Equal(t, "ok", health.Status)
+	assert.Equal(t, version, health.Version)
+	assert.Equal(t, a.proxy.(*net.TCPAddr).Port, health.ProxyPort, "the actual proxy port, not 0")
 
-	code, _ = a.do(t, http.MethodGet, "/list_processes", "", "")
-	assert.Equal(t, http.StatusUnauthorized, code)
-	code, _ = a.do(t, http.MethodGet, "/list_processes", "wrong", "")
-	assert.Equal(t, http.StatusUnauthorized, code)
-	code, _ = a.do(t, http.MethodGet, "/list_processes", testSecret, "")
-	assert.Equal(t, http.StatusOK, code)
+	_, err = a.newClient(t, "").ListProcesses(t.Context())
+	requireStatus(t, http.StatusUnauthorized, err)
+	_, err = a.newClient(t, "wrong").ListProcesses(t.Context())
+	requireStatus(t, http.StatusUnauthorized, err)
+	_, err = a.newClient(t, testSecret).ListProcesses(t.Context())
+	assert.NoError(t, err)
 
 	log := a.stderr.String()
 	assert.Contains(t, log, `"message":"listening"`)
@@ -364,8 +400,10 @@ func TestHealthAndAuth(t *testing.T) {
 
 func TestBasePathAndProxy(t *testing.T) {
 	a := startAgent(t, map[string]string{"SANDBOX_SECRET": testSecret, "BASE_PATH": "/koyeb-sandbox"}, options{})
-	code, _ := a.do(t, http.MethodGet, "/koyeb-sandbox/health", "", "")
-	assert.Equal(t, http.StatusOK, code)
+	prefixed, err := client.New("http://"+a.api.String()+"/koyeb-sandbox", testSecret, client.WithHTTPClient(a.client))
+	require.NoError(t, err)
+	_, err = prefixed.Health(t.Context())
+	assert.NoError(t, err)
 
 	// The proxy listener is served: with no port bound it accepts and
 	// closes, so a read ends without data.
@@ -384,14 +422,15 @@ func TestPoolMode(t *testing.T) {
 
 	a := startAgent(t, env, options{})
 	assert.Contains(t, a.stderr.String(), `"auth_mode":"pool"`)
-	code, _ := a.do(t, http.MethodGet, "/list_processes", "", "")
-	assert.Equal(t, http.StatusUnauthorized, code, "no token claims nothing")
-	code, _ = a.do(t, http.MethodGet, "/list_processes", "abc", "")
-	assert.Equal(t, http.StatusOK, code, "the first token claims the sandbox")
-	code, _ = a.do(t, http.MethodGet, "/list_processes", "other", "")
-	assert.Equal(t, http.StatusUnauthorized, code)
-	code, _ = a.do(t, http.MethodGet, "/list_processes", "abc", "")
-	assert.Equal(t, http.StatusOK, code)
+	_, err := a.newClient(t, "").ListProcesses(t.Context())
+	requireStatus(t, http.StatusUnauthorized, err, "no token claims nothing")
+	_, err = a.newClient(t, "abc").ListProcesses(t.Context())
+	require.NoError(t, err, "the first token claims the sandbox")
+	assert.Contains(t, a.stderr.String(), `"message":"pool sandbox claimed"`)
+	_, err = a.newClient(t, "other").ListProcesses(t.Context())
+	requireStatus(t, http.StatusUnauthorized, err)
+	_, err = a.newClient(t, "abc").ListProcesses(t.Context())
+	assert.NoError(t, err)
 
 	fi, err := os.Stat(path)
 	require.NoError(t, err)
@@ -405,24 +444,46 @@ func TestPoolMode(t *testing.T) {
 	// A restarted agent keeps the claim.
 	b2 := startAgent(t, env, options{})
 	assert.Contains(t, b2.stderr.String(), `"claimed":true`)
-	code, _ = b2.do(t, http.MethodGet, "/list_processes", "other", "")
-	assert.Equal(t, http.StatusUnauthorized, code)
-	code, _ = b2.do(t, http.MethodGet, "/list_processes", "abc", "")
-	assert.Equal(t, http.StatusOK, code)
+	_, err = b2.newClient(t, "other").ListProcesses(t.Context())
+	requireStatus(t, http.StatusUnauthorized, err)
+	_, err = b2.newClient(t, "abc").ListProcesses(t.Context())
+	assert.NoError(t, err)
 }
 
 func TestShutdownKillsBackgroundProcesses(t *testing.T) {
 	a := startAgent(t, map[string]string{"SANDBOX_SECRET": testSecret}, options{})
-	code, body := a.do(t, http.MethodPost, "/start_process", testSecret, `{"cmd":"sleep 100"}`)
-	require.Equal(t, http.StatusCreated, code, body)
-	var started struct{ PID int }
-	require.NoError(t, json.Unmarshal([]byte(body), &started))
+	started, err := a.newClient(t, testSecret).StartProcess(t.Context(), client.Command{Cmd: "sleep 100"})
+	require.NoError(t, err)
 	require.True(t, testutil.Alive(started.PID))
 
 	took, err := a.stop(t)
 	assert.NoError(t, err)
 	assert.Less(t, took, 5*time.Second)
 	assert.False(t, testutil.Alive(started.PID), "the background process outlived the agent")
+}
+
+// Shutdown kills every process of a terminal's session, a job in a
+// process group of its own included.
+func TestShutdownKillsTerminals(t *testing.T) {
+	a := startAgent(t, map[string]string{"SANDBOX_SECRET": testSecret}, options{})
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	started, err := a.newClient(t, testSecret).StartTerminal(t.Context(),
+		client.TerminalOptions{Cmd: "set -m; sh -c 'echo $$ >" + pidFile + "; exec sleep 100' & wait"})
+	require.NoError(t, err)
+	var job int
+	require.Eventually(t, func() bool {
+		b, err := os.ReadFile(pidFile)
+		job, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		return err == nil && job > 0
+	}, 5*time.Second, 10*time.Millisecond)
+	pgid, err := syscall.Getpgid(job)
+	require.NoError(t, err)
+	require.NotEqual(t, started.PID, pgid, "the job is in a group of its own")
+
+	_, err = a.stop(t)
+	assert.NoError(t, err)
+	assertDies(t, started.PID, "the terminal outlived the agent")
+	assertDies(t, job, "a job of the terminal outlived the agent")
 }
 
 func TestParseSize(t *testing.T) {
@@ -458,10 +519,10 @@ func TestMemoryLimit(t *testing.T) {
 // either is refused, through the wiring in run.
 func TestBindOwnPortsRefused(t *testing.T) {
 	a := startAgent(t, map[string]string{"SANDBOX_SECRET": testSecret}, options{})
+	c := a.newClient(t, testSecret)
 	for _, addr := range []net.Addr{a.api, a.proxy} {
-		port := addr.(*net.TCPAddr).Port
-		code, body := a.do(t, http.MethodPost, "/bind_port", testSecret, fmt.Sprintf(`{"port":%d}`, port))
-		assert.Equal(t, http.StatusBadRequest, code, body)
+		_, err := c.BindPort(t.Context(), addr.(*net.TCPAddr).Port)
+		requireStatus(t, http.StatusBadRequest, err, addr)
 	}
 }
 
@@ -469,10 +530,8 @@ func TestBindOwnPortsRefused(t *testing.T) {
 // background child that would otherwise outlive the agent.
 func TestShutdownKillsWhatRunLeft(t *testing.T) {
 	a := startAgent(t, map[string]string{"SANDBOX_SECRET": testSecret}, options{})
-	code, body := a.do(t, http.MethodPost, "/run", testSecret, `{"cmd":"sleep 100 >/dev/null 2>&1 & echo $!"}`)
-	require.Equal(t, http.StatusOK, code, body)
-	var out struct{ Stdout string }
-	require.NoError(t, json.Unmarshal([]byte(body), &out))
+	out, err := a.newClient(t, testSecret).Run(t.Context(), client.Command{Cmd: "sleep 100 >/dev/null 2>&1 & echo $!"})
+	require.NoError(t, err)
 	pid, err := strconv.Atoi(strings.TrimSpace(out.Stdout))
 	require.NoError(t, err)
 	require.True(t, testutil.Alive(pid))
@@ -485,19 +544,12 @@ func TestShutdownKillsWhatRunLeft(t *testing.T) {
 func TestShutdownEndsRunInFlight(t *testing.T) {
 	a := startAgent(t, map[string]string{"SANDBOX_SECRET": testSecret}, options{})
 	pidFile := filepath.Join(t.TempDir(), "pid")
-	reqBody, err := json.Marshal(map[string]string{"cmd": "echo $$ > " + pidFile + "; sleep 100; true"})
-	require.NoError(t, err)
-
+	c := a.newClient(t, testSecret)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		// The answer does not matter: only that the request ends.
-		req, _ := http.NewRequest(http.MethodPost, "http://"+a.api.String()+"/run", bytes.NewReader(reqBody))
-		req.Header.Set("Authorization", "Bearer "+testSecret)
-		if resp, err := a.client.Do(req); err == nil {
-			_, _ = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-		}
+		_, _ = c.Run(context.Background(), client.Command{Cmd: "echo $$ > " + pidFile + "; sleep 100; true"})
 	}()
 	var pid int
 	require.Eventually(t, func() bool {

@@ -142,7 +142,7 @@ func (m *mainCommand) supervise(ctx context.Context, wg *sync.WaitGroup, sigc <-
 			startGrace()
 		case <-grace:
 			grace = nil
-			m.log.Warn().Dur("grace", m.grace).Msg("main command still running; killing its process group")
+			m.log.Warn().Float64("grace_ms", float64(m.grace.Milliseconds())).Msg("main command still running; killing its process group")
 			if err := syscall.Kill(-m.cmd.Process.Pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
 				m.log.Error().Err(err).Msg("killing the main command")
 			}
@@ -153,8 +153,8 @@ func (m *mainCommand) supervise(ctx context.Context, wg *sync.WaitGroup, sigc <-
 // signal sends sig to the command itself, as a terminal or an init would.
 // os.Process.Signal never reaches a process that has been waited for.
 func (m *mainCommand) signal(sig os.Signal) {
-	m.log.Debug().Stringer("signal", sig).Msg("forwarding signal to the main command")
+	m.log.Debug().Str("signal", signalName(sig)).Msg("forwarding signal to the main command")
 	if err := m.cmd.Process.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
-		m.log.Warn().Err(err).Stringer("signal", sig).Msg("forwarding signal to the main command")
+		m.log.Warn().Err(err).Str("signal", signalName(sig)).Msg("forwarding signal to the main command")
 	}
 }

@@ -1,8 +1,9 @@
 # Helpers for the client checks, sourced by each check_*.sh. run.sh exports
 # SANDBOX_URL and SANDBOX_SECRET (a running agent, -keepalive 200ms), BIN
-# (the agent's binary, also its CLI), PY (a python3 that has requests),
-# PYDEB (Debian's python3, with paramiko), CLIENTS_DIR (this folder, with
-# node_modules) and EXAMPLES_DIR. A check prints one summary line and exits 0, or says
+# (the agent's binary, also its CLI), PY (a python3 that has requests and
+# websocket-client), PYDEB (Debian's python3, with paramiko), CHROMIUM
+# (Debian's chromium), CLIENTS_DIR (this folder, with node_modules) and
+# EXAMPLES_DIR. A check prints one summary line and exits 0, or says
 # why on stderr and exits non-zero. Every command in it is bounded in time.
 set -euo pipefail
 : "${SANDBOX_URL:?}" "${SANDBOX_SECRET:?}" "${PY:?}" "${CLIENTS_DIR:?}" "${EXAMPLES_DIR:?}" "${BIN:?}" "${PYDEB:?}"

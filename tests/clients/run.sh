@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Real clients against the agent: curl -N, Python requests, Node.js fetch and
-# the npm eventsource package (with an automatic reconnect), as a user would
-# run them. Usage: tests/clients/run.sh BIN (make test-clients does this).
+# the npm eventsource package (with an automatic reconnect), the ws package and
+# Python's websocket-client on a terminal, and headless Chromium running
+# examples/terminal.html, as a user would run them. Usage:
+# tests/clients/run.sh BIN (make test-clients does this).
 #
 # On a fresh Debian machine it installs what is missing (as root, with
-# apt-get: curl, nodejs and npm, python3-requests, openssh-server and
-# -client, python3-paramiko; PyPI is not used), then
+# apt-get: curl, nodejs and npm, python3-requests, python3-websocket,
+# chromium, openssh-server and -client, python3-paramiko; PyPI is not
+# used), then
 # `npm ci` here (node_modules stays here, git-ignored). It starts BIN on free
 # loopback ports with a random secret and -keepalive 200ms, runs each
 # check_*.sh, prints one line per check and "N passed, M failed" last, and
@@ -41,22 +44,30 @@ command -v npm >/dev/null || apt_install npm
 node -e 'process.exit(Number(process.versions.node.split(".")[0]) >= 18 ? 0 : 1)' ||
   { echo "run.sh: Node.js 18 or later needed, found $(node --version)" >&2; exit 1; }
 
-# A python3 that has requests: the one on PATH, else Debian's with
-# python3-requests (installed if missing: PyPI is out of reach).
+# A python3 that has requests and websocket-client: the one on PATH, else
+# Debian's with python3-requests and python3-websocket (installed if
+# missing: PyPI is out of reach).
 PY=
 for p in python3 /usr/bin/python3; do
-  if command -v "$p" >/dev/null && "$p" -c 'import requests' 2>/dev/null; then
+  if command -v "$p" >/dev/null && "$p" -c 'import requests, websocket' 2>/dev/null; then
     PY=$(command -v "$p")
     break
   fi
 done
 if [ -z "$PY" ]; then
-  apt_install python3-requests
+  apt_install python3-requests python3-websocket
   PY=/usr/bin/python3
-  "$PY" -c 'import requests'
+  "$PY" -c 'import requests, websocket'
 fi
 export PY
 
+# A headless browser for examples/terminal.html: Debian's Chromium.
+CHROMIUM=${CHROMIUM:-$(command -v chromium || true)}
+if [ -z "$CHROMIUM" ]; then
+  apt_install chromium
+  CHROMIUM=$(command -v chromium)
+fi
+export CHROMIUM
 # The tunnel checks: OpenSSH's server and client, and paramiko for the
 # Debian python3 (PYDEB), which has Debian's packages.
 [ -x /usr/sbin/sshd ] || apt_install openssh-server
@@ -123,6 +134,11 @@ checks=(
   "Node fetch + reader (document's code, examples/logs_fetch.mjs):check_node_fetch.sh"
   "Node eventsource reconnect with Last-Event-ID (examples/logs_eventsource.mjs):check_node_eventsource.sh"
   "examples/curl.sh:check_example_curl.sh"
+  "Node ws on /terminal_ws (token as a subprotocol):check_node_terminal.sh"
+  "Python websocket-client on /terminal_ws:check_python_terminal.sh"
+  "headless Chromium, examples/terminal.html on xterm.js:check_browser_terminal.sh"
+  "Python requests driving a session (examples/session.py):check_python_session.sh"
+  "README's curl examples for sessions (examples/session.sh):check_session_curl.sh"
   "curl -p -x CONNECT tunnel to python3 -m http.server:check_tunnel_curl.sh"
   "OpenSSH ssh and scp 10 MiB through sandbox-executor tunnel (CONNECT and -ws):check_tunnel_ssh.sh"
   "paramiko over a raw CONNECT socket, as SDKs do:check_tunnel_paramiko.sh"

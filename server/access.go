@@ -1,0 +1,163 @@
+package server
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/gorilla/mux"
+)
+
+// requestIDHeader carries a request's id: taken from the request when the
+// client (or a proxy in front) sent one, and always sent in the reply.
+const requestIDHeader = "X-Request-Id"
+
+// maxRequestIDLen bounds an id taken from a request; a longer one is
+// replaced, as is one with anything but visible ASCII.
+const maxRequestIDLen = 128
+
+// requestIDs hands out the ids of requests that came without one: a random
+// prefix, different at each start, and a counter. They are unique to the
+// agent's run, short, and cost an atomic add.
+type requestIDs struct {
+	prefix string
+	n      atomic.Uint64
+}
+
+func newRequestIDs() requestIDs {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b) // never fails on Linux
+	return requestIDs{prefix: hex.EncodeToString(b) + "-"}
+}
+
+// of returns the id of r: its X-Request-Id if that is usable, else a new
+// one.
+func (g *requestIDs) of(r *http.Request) string {
+	if id := r.Header.Get(requestIDHeader); validRequestID(id) {
+		return id
+	}
+	return g.prefix + strconv.FormatUint(g.n.Add(1), 10)
+}
+
+// validRequestID reports whether id, from a client, is 1 to
+// maxRequestIDLen bytes of visible ASCII: safe in a reply header and a log
+// line as it is.
+func validRequestID(id string) bool {
+	if id == "" || len(id) > maxRequestIDLen {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if id[i] <= ' ' || id[i] > '~' {
+			return false
+		}
+	}
+	return true
+}
+
+// access gives each request its id, in the reply's X-Request-Id header,
+// and once the request is over (or its handler panicked, as
+// http.ErrAbortHandler does to abort a reply) writes its access-log line
+// and records it in the metrics. The line is at debug level for a success
+// and at info for a failure.
+func (s *Server) access(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rec := &recorder{ResponseWriter: w, bodyTimeout: s.cfg.BodyTimeout, id: s.ids.of(r)}
+		w.Header().Set(requestIDHeader, rec.id)
+		s.metrics.inFlight.Add(1)
+		completed := false
+		// Deferred so that a panic is logged too; it is not recovered:
+		// net/http aborts the connection, and logs the stack of any panic
+		// but http.ErrAbortHandler.
+		defer func() { s.requestDone(rec, r, time.Since(start), !completed) }()
+		next.ServeHTTP(rec, r)
+		completed = true
+	})
+}
+
+// requestDone records a request that is over in the metrics and the
+// access log. aborted is set if its handler panicked.
+func (s *Server) requestDone(rec *recorder, r *http.Request, took time.Duration, aborted bool) {
+	m := s.metrics
+	m.inFlight.Add(-1)
+	if rec.streamBytes != nil {
+		m.streamsOpen.Add(-1)
+	}
+	route := rec.route
+	if route == "" {
+		route = routeUnmatched
+	}
+	m.observe(route, r.Method, rec.status, took)
+
+	ev := s.log.Debug()
+	if rec.status >= 400 || aborted {
+		ev = s.log.Info()
+	}
+	if !ev.Enabled() {
+		return
+	}
+	path := r.URL.Path
+	if r.Method == http.MethodConnect {
+		path = r.RequestURI // an authority-form target has no path
+	}
+	ev = ev.Str("request_id", rec.id).Str("method", r.Method).Str("path", path).Int("status", rec.status).
+		Int64("bytes", rec.bytes).Float64("duration_ms", durationMS(took)).Str("remote", r.RemoteAddr)
+	if aborted {
+		ev = ev.Bool("aborted", true)
+	}
+	ev.Msg("request")
+}
+
+// requestID returns the id of the request whose reply w is, for a log
+// line; "" for a ResponseWriter that is not the server's own (a test's).
+func requestID(w http.ResponseWriter) string {
+	if rec, ok := w.(*recorder); ok {
+		return rec.id
+	}
+	return ""
+}
+
+// durationMS returns d in milliseconds, to the microsecond, for the
+// duration_ms of log lines.
+func durationMS(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// labelRoute is the router's middleware that tells the access middleware
+// which route matched: mux runs it only for a match, for the routes of
+// subrouters too, with the route in the request.
+func (s *Server) labelRoute(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if rec, ok := w.(*recorder); ok {
+			rec.route = routeTemplate(mux.CurrentRoute(r))
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// labelUnrouted labels a request refused before routing (a 401, a 400 for
+// two Authorization headers) with the route it would have reached, if any:
+// the rare path pays for the match.
+func (s *Server) labelUnrouted(w http.ResponseWriter, r *http.Request) {
+	rec, ok := w.(*recorder)
+	if !ok || rec.route != "" {
+		return
+	}
+	var m mux.RouteMatch
+	if s.router.Match(r, &m) && m.MatchErr == nil {
+		rec.route = routeTemplate(m.Route)
+	}
+}
+
+// routeTemplate returns route's path template, such as "/run"; "" for none.
+func routeTemplate(route *mux.Route) string {
+	if route == nil {
+		return ""
+	}
+	tpl, err := route.GetPathTemplate()
+	if err != nil {
+		return ""
+	}
+	return tpl
+}

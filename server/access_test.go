@@ -1,0 +1,179 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sandbox-executor/sandbox-executor/executor"
+	"github.com/sandbox-executor/sandbox-executor/internal/testutil"
+	"github.com/sandbox-executor/sandbox-executor/procs"
+	"github.com/sandbox-executor/sandbox-executor/proxy"
+)
+
+// logLines parses the JSON lines of buf, as many as are complete.
+func logLines(t *testing.T, buf *testutil.SyncBuffer) []map[string]any {
+	t.Helper()
+	var lines []map[string]any
+	for _, l := range strings.Split(buf.String(), "\n") {
+		if l == "" {
+			continue
+		}
+		var m map[string]any
+		require.NoError(t, json.Unmarshal([]byte(l), &m), l)
+		lines = append(lines, m)
+	}
+	return lines
+}
+
+// findLine waits for a log line with the given message whose fields
+// include want, and returns it.
+func findLine(t *testing.T, buf *testutil.SyncBuffer, msg string, want map[string]any) map[string]any {
+	t.Helper()
+	var found map[string]any
+	require.Eventually(t, func() bool {
+	lines:
+		for _, l := range logLines(t, buf) {
+			if l["message"] != msg {
+				continue
+			}
+			for k, v := range want {
+				if l[k] != v {
+					continue lines
+				}
+			}
+			found = l
+			return true
+		}
+		return false
+	}, 5*time.Second, 5*time.Millisecond, "no %q line with %v in:\n%s", msg, want, buf.String())
+	return found
+}
+
+func debugLogger(buf *testutil.SyncBuffer) zerolog.Logger {
+	return zerolog.New(buf).Level(zerolog.DebugLevel)
+}
+
+// Every reply carries an X-Request-Id: the request's own if it sent a
+// usable one, else a new one; and the access-log line carries it too, with
+// the remote address and the duration in milliseconds.
+func TestRequestIDAndAccessLog(t *testing.T) {
+	var buf testutil.SyncBuffer
+	ts, _, _ := newServedTestServer(t, Config{}, debugLogger(&buf))
+	get := func(id string) string {
+		req, err := http.NewRequest(http.MethodGet, ts.URL+"/health", nil)
+		require.NoError(t, err)
+		if id != "" {
+			req.Header.Set("X-Request-Id", id)
+		}
+		resp, err := ts.Client().Do(req)
+		require.NoError(t, err)
+		drain(t, resp)
+		return resp.Header.Get("X-Request-Id")
+	}
+	a, b := get(""), get("")
+	assert.NotEmpty(t, a)
+	assert.NotEqual(t, a, b)
+	assert.Equal(t, "from-the-proxy-42", get("from-the-proxy-42"))
+	for _, bad := range []string{"two words", strings.Repeat("x", maxRequestIDLen+1), "é"} {
+		got := get(bad)
+		assert.NotEqual(t, bad, got)
+		assert.NotEmpty(t, got)
+	}
+
+	line := findLine(t, &buf, "request", map[string]any{"request_id": "from-the-proxy-42"})
+	assert.Equal(t, "debug", line["level"])
+	assert.Equal(t, "GET", line["method"])
+	assert.Equal(t, "/health", line["path"])
+	assert.Equal(t, float64(200), line["status"])
+	assert.Positive(t, line["bytes"])
+	assert.IsType(t, float64(0), line["duration_ms"])
+	assert.True(t, strings.HasPrefix(line["remote"].(string), "127.0.0.1:"), line["remote"])
+	assert.NotContains(t, line, "duration", "the unit is in the name")
+}
+
+// The reason of a 4xx is logged at debug level, with the request's id;
+// the access line of a failure is at info.
+func TestRefusalLogged(t *testing.T) {
+	var buf testutil.SyncBuffer
+	ts, _, _ := newServedTestServer(t, Config{}, debugLogger(&buf))
+	resp := request(t, ts, http.MethodPost, "/run", map[string]any{"cwd": "/"})
+	drain(t, resp)
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
+	id := resp.Header.Get("X-Request-Id")
+	refused := findLine(t, &buf, "request refused", map[string]any{"request_id": id})
+	assert.Equal(t, "debug", refused["level"])
+	assert.Equal(t, float64(400), refused["status"])
+	assert.Contains(t, refused["error"], "cmd")
+	access := findLine(t, &buf, "request", map[string]any{"request_id": id})
+	assert.Equal(t, "info", access["level"])
+
+	resp, err := ts.Client().Get(ts.URL + "/list_processes")
+	require.NoError(t, err)
+	drain(t, resp)
+	findLine(t, &buf, "request refused", map[string]any{"request_id": resp.Header.Get("X-Request-Id"), "status": float64(401)})
+}
+
+// A handler that aborts its reply by panicking with http.ErrAbortHandler
+// still gets its access-log line and its count.
+func TestAbortedRequestLogged(t *testing.T) {
+	var buf testutil.SyncBuffer
+	auth, err := NewStaticAuth(testSecret)
+	require.NoError(t, err)
+	runner := &executor.Runner{}
+	reg := procs.NewRegistry(runner, procs.Options{})
+	t.Cleanup(func() { require.NoError(t, reg.Close(context.Background())) })
+	s := New(debugLogger(&buf), auth, Deps{Runner: runner, Procs: reg, Forwarder: &proxy.Forwarder{}}, Config{})
+	s.router.Handle("/abort", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		panic(http.ErrAbortHandler)
+	}))
+	// Not through the document's checker: /abort is not in it.
+	ts := httptest.NewServer(s)
+	t.Cleanup(ts.Close)
+	req, err := http.NewRequest(http.MethodGet, ts.URL+"/abort", nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+testSecret)
+	req.Header.Set("X-Request-Id", "abort-1")
+	_, err = ts.Client().Do(req)
+	require.Error(t, err, "the connection is cut without a reply")
+
+	line := findLine(t, &buf, "request", map[string]any{"request_id": "abort-1"})
+	assert.Equal(t, true, line["aborted"])
+	assert.Equal(t, "info", line["level"])
+	assert.Equal(t, float64(0), line["status"])
+	v, ok := value(scrape(t, ts), "sandbox_http_requests_total", "route", "/abort", "code", codeAborted)
+	assert.True(t, ok)
+	assert.Equal(t, 1.0, v)
+}
+
+// A pool sandbox's claim is logged at info level.
+func TestPoolClaimLogged(t *testing.T) {
+	var buf testutil.SyncBuffer
+	auth, err := NewPoolAuth(filepath.Join(t.TempDir(), "secret"))
+	require.NoError(t, err)
+	runner := &executor.Runner{}
+	reg := procs.NewRegistry(runner, procs.Options{})
+	t.Cleanup(func() { require.NoError(t, reg.Close(context.Background())) })
+	s := New(zerolog.New(&buf).Level(zerolog.InfoLevel), auth, Deps{Runner: runner, Procs: reg, Forwarder: &proxy.Forwarder{}}, Config{})
+	ts := httptest.NewServer(openAPICheck(t, "", s))
+	t.Cleanup(ts.Close)
+	for range 2 {
+		resp := request(t, ts, http.MethodGet, "/list_processes", nil)
+		drain(t, resp)
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+	}
+	claim := findLine(t, &buf, "pool sandbox claimed", nil)
+	assert.Equal(t, "info", claim["level"])
+	assert.NotEmpty(t, claim["request_id"])
+	assert.Contains(t, claim["remote"], "127.0.0.1:")
+	assert.Equal(t, 1, strings.Count(buf.String(), "pool sandbox claimed"), "only the claim")
+}

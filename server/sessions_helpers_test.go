@@ -1,0 +1,33 @@
+package server
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sandbox-executor/sandbox-executor/executor"
+	"github.com/sandbox-executor/sandbox-executor/sessions"
+)
+
+// newTestSessions returns a session registry for runner whose state files
+// and temp workdirs go under the test's temp dir, closed when the test
+// ends (after the server, whose cleanup is registered later).
+func newTestSessions(tb testing.TB, runner *executor.Runner) *sessions.Registry {
+	tb.Helper()
+	dir := tb.TempDir()
+	// As /tmp is: users the sessions run as reach what is in it.
+	require.NoError(tb, os.Chmod(dir, 0o711))
+	require.NoError(tb, os.Chmod(filepath.Dir(dir), 0o711))
+	reg, err := sessions.New(runner, sessions.Options{StateDir: dir, WorkdirParent: dir})
+	require.NoError(tb, err)
+	tb.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		require.NoError(tb, reg.Close(ctx))
+	})
+	return reg
+}
