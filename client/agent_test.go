@@ -22,6 +22,7 @@ import (
 	"github.com/sandbox-executor/sandbox-executor/server"
 	"github.com/sandbox-executor/sandbox-executor/sessions"
 	"github.com/sandbox-executor/sandbox-executor/terminals"
+	"github.com/sandbox-executor/sandbox-executor/tunnels"
 )
 
 const testSecret = "client-test-secret"
@@ -55,8 +56,10 @@ func startAgent(t *testing.T, ac agentConfig) *testAgent {
 	fwd := &proxy.Forwarder{}
 	sess, err := sessions.New(runner, sessions.Options{StateDir: t.TempDir(), WorkdirParent: t.TempDir()})
 	require.NoError(t, err)
-	var h http.Handler = server.New(zerolog.Nop(), auth,
-		server.Deps{Runner: runner, Procs: reg, Forwarder: fwd, Terminals: terms, Sessions: sess}, ac.server)
+	tuns := &tunnels.Registry{}
+	srv := server.New(zerolog.Nop(), auth,
+		server.Deps{Runner: runner, Procs: reg, Forwarder: fwd, Terminals: terms, Sessions: sess, Tunnels: tuns}, ac.server)
+	var h http.Handler = srv
 	if ac.wrap != nil {
 		h = ac.wrap(h)
 	}
@@ -66,6 +69,8 @@ func startAgent(t *testing.T, ac agentConfig) *testAgent {
 		ts.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
+		require.NoError(t, tuns.Close(ctx))
+		require.NoError(t, srv.Close(ctx))
 		require.NoError(t, terms.Close(ctx))
 		require.NoError(t, reg.Close(ctx))
 		require.NoError(t, fwd.Close(ctx))

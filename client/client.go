@@ -104,6 +104,8 @@ func (e *Error) Error() string {
 		return e.Message
 	case http.StatusUnauthorized:
 		return "the agent refused the token (401 Unauthorized)"
+	case http.StatusProxyAuthRequired:
+		return "the agent refused the token (407 Proxy Authentication Required)"
 	}
 	return fmt.Sprintf("%s (%d %s)", e.Message, e.StatusCode, http.StatusText(e.StatusCode))
 }

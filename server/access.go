@@ -99,7 +99,11 @@ func (s *Server) requestDone(rec *recorder, r *http.Request, took time.Duration,
 	if !ev.Enabled() {
 		return
 	}
-	ev = ev.Str("request_id", rec.id).Str("method", r.Method).Str("path", r.URL.Path).Int("status", rec.status).
+	path := r.URL.Path
+	if r.Method == http.MethodConnect {
+		path = r.RequestURI // an authority-form target has no path
+	}
+	ev = ev.Str("request_id", rec.id).Str("method", r.Method).Str("path", path).Int("status", rec.status).
 		Int64("bytes", rec.bytes).Float64("duration_ms", durationMS(took)).Str("remote", r.RemoteAddr)
 	if aborted {
 		ev = ev.Bool("aborted", true)

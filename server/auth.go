@@ -78,6 +78,13 @@ func (a *Auth) check(r *http.Request) (ok, claimed bool, err error) {
 			return false, false, nil
 		}
 	}
+	return a.checkToken(token)
+}
+
+// checkToken reports whether token is accepted, claiming it first in pool
+// mode if no secret is in force yet; claimed reports that this call made
+// the claim.
+func (a *Auth) checkToken(token string) (ok, claimed bool, err error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.secret == nil && a.path != "" {
@@ -88,6 +95,14 @@ func (a *Auth) check(r *http.Request) (ok, claimed bool, err error) {
 		return true, true, nil
 	}
 	return a.secret != nil && subtle.ConstantTimeCompare([]byte(token), a.secret) == 1, false, nil
+}
+
+// isSecret reports whether token is the secret in force; it never claims.
+// The preview proxy uses it to keep the secret from the sandbox's apps.
+func (a *Auth) isSecret(token string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.secret != nil && subtle.ConstantTimeCompare([]byte(token), a.secret) == 1
 }
 
 // bearer returns the token of an "Authorization: Bearer <token>" header.
@@ -143,23 +158,33 @@ func (s *Server) requireToken(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		ok, claimed, err := s.auth.check(r)
-		if claimed {
-			s.log.Info().Str("request_id", requestID(w)).Str("remote", r.RemoteAddr).Msg("pool sandbox claimed")
-		}
-		if ok {
-			if c := connOf(r); c != nil {
-				c.authenticate()
-			}
+		if s.authorize(w, r) {
 			next.ServeHTTP(w, r)
-			return
 		}
-		s.labelUnrouted(w, r)
-		closeAfterReply(w)
-		if err == nil {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="sandbox-executor"`)
-			err = errorf(http.StatusUnauthorized, "unauthorized: a valid 'Authorization: Bearer <secret>' header is required")
-		}
-		s.writeError(w, r, err)
 	})
+}
+
+// authorize reports whether r carries an accepted bearer token, and marks
+// its connection as authenticated if so (see Listener). If not, it has
+// answered 401 (or 400, or 500 for a claim not saved), as the
+// connection's last reply.
+func (s *Server) authorize(w http.ResponseWriter, r *http.Request) bool {
+	ok, claimed, err := s.auth.check(r)
+	if claimed {
+		s.log.Info().Str("request_id", requestID(w)).Str("remote", r.RemoteAddr).Msg("pool sandbox claimed")
+	}
+	if ok {
+		if c := connOf(r); c != nil {
+			c.authenticate()
+		}
+		return true
+	}
+	s.labelUnrouted(w, r)
+	closeAfterReply(w)
+	if err == nil {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="sandbox-executor"`)
+		err = errorf(http.StatusUnauthorized, "unauthorized: a valid 'Authorization: Bearer <secret>' header is required")
+	}
+	s.writeError(w, r, err)
+	return false
 }

@@ -247,6 +247,10 @@ type Conn struct {
 	net.Conn
 	l      *Listener
 	authed atomic.Bool // set once, by authenticate, under mu
+	// unclamped is set once, by allowIdle, under mu: the connection's
+	// read deadlines are no longer clamped, though it is still the first
+	// to go when the cap is reached.
+	unclamped atomic.Bool
 
 	// mu guards want and the switch of authed, so that a deadline set
 	// while the connection authenticates is never left clamped.
@@ -282,13 +286,30 @@ func (c *Conn) authenticate() {
 	c.l.mu.Unlock()
 }
 
+// allowIdle lifts the clamp on c's read deadlines without authenticating
+// it: a public preview (an app's event stream, its WebSocket) may be idle
+// for long, but whoever sends one holds no token, so the connection stays
+// the first to go when the cap is reached.
+func (c *Conn) allowIdle() {
+	if c.authed.Load() || c.unclamped.Load() {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.unclamped.Load() {
+		c.unclamped.Store(true)
+		_ = c.Conn.SetReadDeadline(c.want)
+	}
+}
+
 // SetReadDeadline sets the read deadline, no later than the Listener's
-// timeout from now while c is unauthenticated.
+// timeout from now while c is unauthenticated (and allowIdle has not
+// lifted the clamp).
 func (c *Conn) SetReadDeadline(t time.Time) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.want = t
-	if !c.authed.Load() {
+	if !c.authed.Load() && !c.unclamped.Load() {
 		if limit := time.Now().Add(c.l.timeout); t.IsZero() || t.After(limit) {
 			t = limit
 		}

@@ -15,6 +15,14 @@ import (
 // whatever paths clients send.
 const routeUnmatched = "unmatched"
 
+// The route labels of the requests served in front of the router: CONNECT
+// tunnels, and previews by host name (the app's requests, whatever their
+// path).
+const (
+	routeConnect     = "CONNECT"
+	routeHostPreview = "host preview"
+)
+
 // codeAborted is the code label of a request whose handler gave up with a
 // panic (http.ErrAbortHandler) before sending a status.
 const codeAborted = "aborted"

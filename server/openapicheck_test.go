@@ -1,13 +1,16 @@
 package server
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"mime"
+	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -85,6 +88,10 @@ func (c *docChecker) errors() []string {
 }
 
 func (c *docChecker) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if s, ok := c.next.(*Server); ok && s.exposedFor(r) != nil {
+		c.next.ServeHTTP(w, r) // a preview by host name: the app's, not the document's
+		return
+	}
 	ex := c.newExchange(r)
 	body := &bodyRecorder{ReadCloser: r.Body, raw: ex.rawBody}
 	served := new(http.Request)
@@ -123,6 +130,14 @@ func (c *docChecker) newExchange(r *http.Request) *exchange {
 	ex := &exchange{c: c, req: req, what: r.Method + " " + r.URL.Path}
 	ex.route, ex.params, _ = c.doc.router.FindRoute(req) // nil: not in the document
 	ex.rawBody = ex.route != nil && rawBodyOperation(ex.route.Operation)
+	if ex.route != nil {
+		// kin-openapi takes an empty path parameter for a missing one, as
+		// OpenAPI has them; a rest of the path (x-rest-of-path) may be
+		// empty (/proxy/8000/), and is then checked as "/".
+		if name, ok := ex.route.PathItem.Extensions["x-rest-of-path"].(string); ok && ex.params[name] == "" {
+			ex.params[name] = "/"
+		}
+	}
 	return ex
 }
 
@@ -132,6 +147,10 @@ func (ex *exchange) report(format string, args ...any) {
 
 // check validates the request and the reply once the handler has returned.
 func (ex *exchange) check(cw *checkWriter, body *bodyRecorder) {
+	if ex.req.Method == http.MethodConnect {
+		ex.checkConnect(cw)
+		return
+	}
 	if ex.route == nil {
 		ex.checkUnrouted(cw)
 		return
@@ -183,10 +202,18 @@ func (ex *exchange) check(cw *checkWriter, body *bodyRecorder) {
 // operation for: it must be a JSON error, as the document's description
 // says (404 for a path, 405 for a method, 401 before either).
 func (ex *exchange) checkUnrouted(cw *checkWriter) {
+	if ex.anyMethod() {
+		return // a method the document cannot name, forwarded to an app: its reply
+	}
 	if cw.status < 400 {
 		ex.report("not an operation of the document, but the agent answered %d", cw.status)
 		return
 	}
+	ex.checkError(cw)
+}
+
+// checkError checks that a reply is a JSON Error.
+func (ex *exchange) checkError(cw *checkWriter) {
 	if ct := cw.header.Get("Content-Type"); ct != "application/json" {
 		ex.report("error reply %d with Content-Type %q, not application/json", cw.status, ct)
 		return
@@ -198,6 +225,38 @@ func (ex *exchange) checkUnrouted(cw *checkWriter) {
 	if err != nil {
 		ex.report("error reply %d is not an Error: %v", cw.status, err)
 	}
+}
+
+// anyMethod reports whether the request's path is that of an operation
+// that takes every method (x-any-method), its method one the document
+// cannot name (PROPFIND).
+func (ex *exchange) anyMethod() bool {
+	get := ex.req.Clone(ex.req.Context())
+	get.Method = http.MethodGet
+	route, _, err := ex.c.doc.router.FindRoute(get)
+	return err == nil && route.PathItem.Extensions["x-any-method"] == true
+}
+
+// checkConnect checks the reply to a CONNECT, which the document describes
+// in its x-connect extension: a status it lists; 200 only for a tunnel
+// opened (the connection hijacked); any other a JSON Error, and 407 with
+// Proxy-Authenticate.
+func (ex *exchange) checkConnect(cw *checkWriter) {
+	xc, _ := ex.c.doc.doc.Extensions["x-connect"].(map[string]any)
+	responses, _ := xc["responses"].(map[string]any)
+	if _, ok := responses[strconv.Itoa(cw.status)]; !ok {
+		ex.report("status %d is not one of x-connect's responses", cw.status)
+	}
+	switch {
+	case cw.status == http.StatusOK:
+		if !cw.hijacked {
+			ex.report("200 without a tunnel")
+		}
+		return
+	case cw.status == http.StatusProxyAuthRequired && !strings.HasPrefix(cw.header.Get("Proxy-Authenticate"), "Bearer"):
+		ex.report("407 without Proxy-Authenticate: Bearer")
+	}
+	ex.checkError(cw)
 }
 
 // authenticate is the checker's openapi3filter.AuthenticationFunc: it
@@ -214,7 +273,16 @@ func (c *docChecker) authenticate(_ context.Context, in *openapi3filter.Authenti
 	if s := in.SecurityScheme; s.Type != "http" || !strings.EqualFold(s.Scheme, "bearer") {
 		return in.NewError(fmt.Errorf("the checker knows no security scheme %q", in.SecuritySchemeName))
 	}
-	values := in.RequestValidationInput.Request.Header.Values("Authorization")
+	req := in.RequestValidationInput.Request
+	values := req.Header.Values("Authorization")
+	if token, ok := wsToken(req); ok && len(values) == 0 {
+		// A browser's WebSocket carries the token as a subprotocol, as
+		// the document's description says.
+		if token != c.token {
+			return in.NewError(errors.New("not the agent's bearer token"))
+		}
+		return nil
+	}
 	if len(values) != 1 {
 		return in.NewError(fmt.Errorf("%d Authorization headers", len(values)))
 	}
@@ -259,6 +327,18 @@ type checkWriter struct {
 	events   *eventChecker // nil unless the reply is an event stream
 	binary   *binaryReply  // nil unless the document says the reply is bytes (a download)
 	writeErr bool          // a write failed: the client left, the rest is lost
+	hijacked bool          // a tunnel or a WebSocket took the connection over
+}
+
+// Hijack lets a tunnel or a WebSocket take the connection over, and notes
+// it: the status is then written past the checker, by hand (CONNECT's
+// 200) or by the upgrade (101).
+func (cw *checkWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	c, brw, err := http.NewResponseController(cw.ResponseWriter).Hijack()
+	if err == nil {
+		cw.hijacked = true
+	}
+	return c, brw, err
 }
 
 func (cw *checkWriter) WriteHeader(code int) {
@@ -295,7 +375,7 @@ func (cw *checkWriter) Unwrap() http.ResponseWriter { return cw.ResponseWriter }
 
 func (cw *checkWriter) started(code int) {
 	cw.status, cw.header = code, cw.Header().Clone()
-	if mt, _, _ := mime.ParseMediaType(cw.header.Get("Content-Type")); mt == "text/event-stream" {
+	if mt, _, _ := mime.ParseMediaType(cw.header.Get("Content-Type")); mt == "text/event-stream" && !cw.ex.opaque(code) {
 		cw.events = cw.ex.eventChecker(code)
 	} else {
 		cw.binary = cw.ex.binaryReply(code, cw.header)
@@ -304,7 +384,13 @@ func (cw *checkWriter) started(code int) {
 
 // end completes the reply once the handler has returned.
 func (cw *checkWriter) end() {
-	if cw.status == 0 { // net/http sends 200 and no body
+	switch {
+	case cw.status != 0:
+	case cw.hijacked && cw.ex.req.Method == http.MethodConnect:
+		cw.started(http.StatusOK) // 200 Connection Established
+	case cw.hijacked:
+		cw.started(http.StatusSwitchingProtocols)
+	default: // net/http sends 200 and no body
 		cw.started(http.StatusOK)
 	}
 	if cw.events != nil {
@@ -319,6 +405,25 @@ type eventChecker struct {
 	events  map[string]string // event name → $ref of its data's schema
 	withID  map[string]bool
 	pending []byte // the start of an event whose end has not been written yet
+}
+
+// opaque reports whether the document says the reply with status may be
+// anything ("*/*" and no event stream of the agent's): a preview's reply,
+// which is the app's.
+func (ex *exchange) opaque(status int) bool {
+	if ex.route == nil {
+		return false
+	}
+	resp := ex.route.Operation.Responses.Status(status)
+	if resp == nil {
+		resp = ex.route.Operation.Responses.Default()
+	}
+	if resp == nil || resp.Value == nil {
+		return false
+	}
+	_, any := resp.Value.Content["*/*"]
+	_, stream := resp.Value.Content["text/event-stream"]
+	return any && !stream
 }
 
 func (ex *exchange) eventChecker(status int) *eventChecker {

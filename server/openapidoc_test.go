@@ -47,6 +47,16 @@ var loadOpenAPIDoc = sync.OnceValues(func() (*openAPIDoc, error) {
 	// some port, so route by path alone.
 	routed := *doc
 	routed.Servers = openapi3.Servers{{URL: "/"}}
+	// A path parameter that takes the rest of the path, slashes and all
+	// (x-rest-of-path names it), is one that OpenAPI cannot write: the
+	// router gets it as gorilla/mux writes it.
+	routed.Paths = openapi3.NewPaths()
+	for path, item := range doc.Paths.Map() {
+		if name, ok := item.Extensions["x-rest-of-path"].(string); ok {
+			path = strings.Replace(path, "{"+name+"}", "{"+name+":.*}", 1)
+		}
+		routed.Paths.Set(path, item)
+	}
 	router, err := gorillamux.NewRouter(&routed)
 	if err != nil {
 		return nil, fmt.Errorf("routing openapi.yaml: %w", err)
@@ -105,6 +115,8 @@ func eventStreamMediaTypes(doc *openapi3.T) []*openapi3.MediaType {
 	for _, item := range doc.Paths.Map() {
 		for _, op := range item.Operations() {
 			for _, resp := range op.Responses.Map() {
+				// Exactly: a reply of any media type ("*/*", a preview's)
+				// is not an event stream of the agent's.
 				if mt := resp.Value.Content["text/event-stream"]; mt != nil {
 					mts = append(mts, mt)
 				}

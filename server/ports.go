@@ -68,6 +68,16 @@ func parsePort(raw json.RawMessage) (int, error) {
 	default:
 		return 0, errorf(http.StatusBadRequest, "invalid request: field \"port\" must be a string or a number")
 	}
+	return portFromText(text)
+}
+
+// portFromText reads a port written in plain decimal digits without a
+// leading zero, between 1 and 65535; anything else is a 400. Empty is
+// "port is required".
+func portFromText(text string) (int, error) {
+	if text == "" {
+		return 0, errorf(http.StatusBadRequest, "port is required")
+	}
 	invalid := errorf(http.StatusBadRequest, "port must be a number between 1 and 65535, in plain decimal digits")
 	if len(text) > len("65535") || text[0] == '0' && len(text) > 1 {
 		return 0, invalid

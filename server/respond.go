@@ -98,7 +98,9 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.Is(err, sessions.ErrTooMany), errors.Is(err, sessions.ErrClosed):
 		code, msg = http.StatusServiceUnavailable, err.Error()
 	}
-	if code >= 500 {
+	// 502 and 504 are the sandbox's app's doing (nothing listening, no
+	// answer), not the agent's: the access log has them.
+	if code >= 500 && code != http.StatusBadGateway && code != http.StatusGatewayTimeout {
 		logged := err
 		if he != nil && he.cause != nil {
 			logged = he.cause

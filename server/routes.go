@@ -58,4 +58,16 @@ func (s *Server) routes() {
 	// Config.MetricsOpen, /stats never.
 	r.Handle("/metrics", s.wrap(s.handleMetrics)).Methods(get)
 	r.Handle("/stats", s.wrap(s.handleStats)).Methods(get)
+
+	// Previews and tunnels. CONNECT tunnels and previews by host name are
+	// served in front of the router: see serveConnect and routeHost.
+	r.Handle("/proxy/{port:[0-9]+}", s.wrap(s.handlePreviewRoot)).Methods(get, http.MethodHead)
+	// Any method, WebDAV's and other extensions' too: the document lists
+	// those it can name and says so with x-any-method.
+	r.Handle("/proxy/{port:[0-9]+}/{rest:.*}", s.wrap(s.handlePreviewPath))
+	r.Handle("/expose_port", s.wrap(s.handleExposePort)).Methods(post)
+	r.Handle("/unexpose_port", s.wrap(s.handleUnexposePort)).Methods(post)
+	r.Handle("/list_exposed_ports", s.wrap(s.handleExposedList)).Methods(get)
+	r.Handle("/tunnel_ws", s.wrap(s.handleTunnelWS)).Methods(get)
+	r.Handle("/list_tunnels", s.wrap(s.handleTunnelList)).Methods(get)
 }

@@ -4,7 +4,10 @@
 package server
 
 import (
+	"bufio"
+	"context"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -24,6 +27,7 @@ import (
 	"github.com/sandbox-executor/sandbox-executor/sse"
 	"github.com/sandbox-executor/sandbox-executor/stats"
 	"github.com/sandbox-executor/sandbox-executor/terminals"
+	"github.com/sandbox-executor/sandbox-executor/tunnels"
 )
 
 // Config holds the settings of the HTTP face. Zero fields take defaults.
@@ -65,6 +69,12 @@ type Config struct {
 	// MaxUpload caps what one upload to /files may send, in bytes, on the
 	// wire and once decoded (413 past it). If zero, there is no cap.
 	MaxUpload int64
+	// TrustForwardedHost makes host routing of previews (see
+	// routeHost) read X-Forwarded-Host before Host, and the preview
+	// proxy pass the client's X-Forwarded-Host and X-Forwarded-Proto on
+	// to the app: for an agent behind an edge that sets them. Off, a
+	// client could pick any exposed port by that header.
+	TrustForwardedHost bool
 }
 
 // Deps are the parts of the agent a Server drives. Every field is
@@ -79,6 +89,10 @@ type Deps struct {
 	// Resources reads the sandbox's resources for /metrics and /stats.
 	// If nil, it is stats.New of the agent's working directory.
 	Resources *stats.Reader
+	// Tunnels holds the CONNECT and /tunnel_ws tunnels. If nil, the
+	// Server keeps a Registry of its own with the defaults, the API and
+	// proxy ports of Config reserved, which Close closes.
+	Tunnels *tunnels.Registry
 }
 
 // Server serves the API. Create it with New.
@@ -97,6 +111,11 @@ type Server struct {
 	router   *mux.Router
 	handler  http.Handler
 	started  time.Time
+	tunnels  *tunnels.Registry
+	// ownTunnels is set if tunnels is the Server's own, for Close.
+	ownTunnels bool
+	preview    *previewProxy
+	exposed    exposedPorts
 	// freeSpace is files.FreeSpace; tests replace it to play a full disk.
 	freeSpace func(dir string) (int64, error)
 }
@@ -120,7 +139,7 @@ func New(log zerolog.Logger, auth *Auth, deps Deps, cfg Config) *Server {
 	}
 	cfg.BasePath = strings.TrimRight(cfg.BasePath, "/")
 	s := &Server{log: log, auth: auth, runner: deps.Runner, procs: deps.Procs, fwd: deps.Forwarder,
-		terms: deps.Terminals, sessions: deps.Sessions, cfg: cfg,
+		terms: deps.Terminals, sessions: deps.Sessions, tunnels: deps.Tunnels, cfg: cfg,
 		router: mux.NewRouter().SkipClean(true), started: time.Now(), freeSpace: files.FreeSpace} // routePath cleans
 	if s.res = deps.Resources; s.res == nil {
 		wd, _ := os.Getwd() // "" if the directory is gone: Disk then fails, and is left out
@@ -128,6 +147,11 @@ func New(log zerolog.Logger, auth *Auth, deps Deps, cfg Config) *Server {
 	}
 	s.ids = newRequestIDs()
 	s.metrics = newMetrics()
+	if s.tunnels == nil {
+		s.tunnels = &tunnels.Registry{Reserved: []int{cfg.APIPort, cfg.ProxyPort}, Log: log}
+		s.ownTunnels = true
+	}
+	s.preview = newPreviewProxy(s)
 	s.routes()
 	// Labels every matched request with its route's template, for the
 	// metrics; the routes of subrouters too.
@@ -135,8 +159,25 @@ func New(log zerolog.Logger, auth *Auth, deps Deps, cfg Config) *Server {
 	// Access logging sees every request, including 401s, 404s and 405s;
 	// authentication guards the whole router rather than a subrouter,
 	// because mux does not run subrouter middleware for 404 and 405.
-	s.handler = s.access(s.routePath(s.requireToken(s.router)))
+	// CONNECT requests and previews routed by host name come before the
+	// agent's own path handling: the first have no path, and the second
+	// are the app's, passed on as sent.
+	s.handler = s.access(s.serveConnect(s.routeHost(s.routePath(s.requireToken(s.router)))))
 	return s
+}
+
+// Close closes the idle connections the preview proxy keeps to the
+// sandbox's apps, and the Server's own tunnels Registry if Deps had none.
+// Call it once the http.Server has shut down; a registry given in Deps is
+// the caller's to close, before this. If ctx ends before the tunnels are
+// gone, Close returns ctx.Err().
+func (s *Server) Close(ctx context.Context) error {
+	var err error
+	if s.ownTunnels {
+		err = s.tunnels.Close(ctx)
+	}
+	s.preview.closeIdle()
+	return err
 }
 
 // newStream opens an event stream on w; see sse.NewWriter. The stream
@@ -258,3 +299,22 @@ func (rec *recorder) ReadFrom(src io.Reader) (int64, error) {
 // Unwrap lets http.ResponseController reach the connection's Flush and
 // deadlines.
 func (rec *recorder) Unwrap() http.ResponseWriter { return rec.ResponseWriter }
+
+// Hijack hands the connection over to a tunnel or a WebSocket. The access
+// log then shows 101, unless the handler writes its own status by hand
+// and says so (CONNECT's 200: see hijacked).
+func (rec *recorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	c, brw, err := http.NewResponseController(rec.ResponseWriter).Hijack()
+	if err == nil && rec.status == 0 {
+		rec.status = http.StatusSwitchingProtocols
+	}
+	return c, brw, err
+}
+
+// hijacked records, for the access log, the status a handler wrote by
+// hand on a connection it hijacked.
+func hijacked(w http.ResponseWriter, status int) {
+	if rec, ok := w.(*recorder); ok {
+		rec.status = status
+	}
+}

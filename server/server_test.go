@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	"github.com/sandbox-executor/sandbox-executor/procs"
 	"github.com/sandbox-executor/sandbox-executor/proxy"
 	"github.com/sandbox-executor/sandbox-executor/terminals"
+	"github.com/sandbox-executor/sandbox-executor/tunnels"
 )
 
 const testSecret = "test-secret"
@@ -33,28 +35,53 @@ func newTestServer(t *testing.T) (*httptest.Server, *Server) {
 
 func newTestServerWith(t testing.TB, cfg Config, runner *executor.Runner, opts procs.Options) (*httptest.Server, *Server) {
 	t.Helper()
-	return newTestServerTerms(t, cfg, runner, opts, terminals.Options{})
+	return newTestServerAll(t, cfg, runner, opts, terminals.Options{}, &tunnels.Registry{})
 }
 
 // newTestServerTerms is newTestServerWith with the terminals' options too.
 func newTestServerTerms(t testing.TB, cfg Config, runner *executor.Runner, opts procs.Options, topts terminals.Options) (*httptest.Server, *Server) {
+	t.Helper()
+	return newTestServerAll(t, cfg, runner, opts, topts, &tunnels.Registry{})
+}
+
+// newTestServerTunnels is newTestServerWith with tuns for tunnels. Each of
+// configure is called with the http.Server before it starts.
+func newTestServerTunnels(t testing.TB, cfg Config, runner *executor.Runner, opts procs.Options, tuns *tunnels.Registry,
+	configure ...func(*http.Server)) (*httptest.Server, *Server) {
+	t.Helper()
+	return newTestServerAll(t, cfg, runner, opts, terminals.Options{}, tuns, configure...)
+}
+
+// newTestServerAll starts the API with every option. The test server's
+// own port is added to tuns.Reserved, as the agent reserves its API port.
+func newTestServerAll(t testing.TB, cfg Config, runner *executor.Runner, opts procs.Options, topts terminals.Options,
+	tuns *tunnels.Registry, configure ...func(*http.Server)) (*httptest.Server, *Server) {
 	t.Helper()
 	auth, err := NewStaticAuth(testSecret)
 	require.NoError(t, err)
 	reg := procs.NewRegistry(runner, opts)
 	terms := terminals.NewRegistry(runner, topts)
 	fwd := &proxy.Forwarder{}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	tuns.Reserved = append(tuns.Reserved, ln.Addr().(*net.TCPAddr).Port)
 	s := New(zerolog.Nop(), auth, Deps{Runner: runner, Procs: reg, Forwarder: fwd, Terminals: terms,
-		Sessions: newTestSessions(t, runner)}, cfg)
+		Sessions: newTestSessions(t, runner), Tunnels: tuns}, cfg)
 	// Every request and reply is checked against openapi.yaml.
 	ts := httptest.NewUnstartedServer(openAPICheck(t, s.cfg.BasePath, s))
-	ts.Listener = s.Listener(ts.Config, ts.Listener) // as the agent serves it
+	ts.Listener.Close()
+	ts.Listener = s.Listener(ts.Config, ln) // as the agent serves it
+	for _, f := range configure {
+		f(ts.Config)
+	}
 	ts.Start()
 	t.Cleanup(func() {
 		ts.CloseClientConnections()
 		ts.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
+		require.NoError(t, tuns.Close(ctx))
+		require.NoError(t, s.Close(ctx))
 		require.NoError(t, terms.Close(ctx))
 		require.NoError(t, reg.Close(ctx))
 		require.NoError(t, fwd.Close(ctx))

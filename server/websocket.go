@@ -66,11 +66,8 @@ func wsToken(r *http.Request) (string, bool) {
 // (an unknown id is 404) before they call it, since after it only the
 // WebSocket can say anything.
 func acceptWebSocket(w http.ResponseWriter, r *http.Request) (*websocket.Conn, error) {
-	if !isWebSocketUpgrade(r) {
-		return nil, errorf(http.StatusBadRequest, "%s needs a WebSocket upgrade (subprotocol %q)", r.URL.Path, wsProtocol)
-	}
-	if !headerHasToken(r.Header, "Sec-WebSocket-Protocol", wsProtocol) {
-		return nil, errorf(http.StatusBadRequest, "offer the WebSocket subprotocol %q", wsProtocol)
+	if err := checkWebSocket(r); err != nil {
+		return nil, err
 	}
 	// Accept writes its own reply when the handshake is malformed; the
 	// error then only needs logging, which writeError does quietly once
@@ -81,4 +78,17 @@ func acceptWebSocket(w http.ResponseWriter, r *http.Request) (*websocket.Conn, e
 	// foreign page riding on the user's cookies, and the agent takes no
 	// cookie, only a token that the page itself must hold.
 	return websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{wsProtocol}, InsecureSkipVerify: true})
+}
+
+// checkWebSocket returns the 400 that acceptWebSocket would answer r with
+// for not being an upgrade to wsProtocol, or nil; for a handler that must
+// know before it does anything the upgrade will need (dial a tunnel).
+func checkWebSocket(r *http.Request) error {
+	if !isWebSocketUpgrade(r) {
+		return errorf(http.StatusBadRequest, "%s needs a WebSocket upgrade (subprotocol %q)", r.URL.Path, wsProtocol)
+	}
+	if !headerHasToken(r.Header, "Sec-WebSocket-Protocol", wsProtocol) {
+		return errorf(http.StatusBadRequest, "offer the WebSocket subprotocol %q", wsProtocol)
+	}
+	return nil
 }

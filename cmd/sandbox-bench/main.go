@@ -60,6 +60,7 @@ func sections() []section {
 		{"term", "11: terminal keystroke round trip and output rate over /terminal_ws", (*bench).sectionTerminal},
 		{"session", "12: /run of true in a session", (*bench).sectionSession},
 		{"files", "13: /files: 1 GiB up and down, ranges, a tar.gz of 10,000 files", (*bench).sectionFiles},
+		{"tunnel", "14: CONNECT and WebSocket tunnels, preview proxy", (*bench).sectionTunnel},
 	}
 }
 
@@ -110,6 +111,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return relayMain(args[1:])
 		case sinkArg:
 			return sinkMain(args[1:])
+		case httpAppArg:
+			return httpAppMain(args[1:])
 		}
 	}
 	fs := flag.NewFlagSet("sandbox-bench", flag.ContinueOnError)

@@ -57,11 +57,11 @@ func (f figure) withNote(format string, args ...any) figure {
 
 // ratioAtMost and ratioAtLeast are targets on the ratio to the reference.
 func (f figure) ratioAtMost(max float64) figure {
-	return f.withTarget(fmt.Sprintf("≤ %.2g× ref", max), f.Ratio != nil && *f.Ratio <= max)
+	return f.withTarget(fmt.Sprintf("≤ %.3g× ref", max), f.Ratio != nil && *f.Ratio <= max)
 }
 
 func (f figure) ratioAtLeast(min float64) figure {
-	return f.withTarget(fmt.Sprintf("≥ %.2g× ref", min), f.Ratio != nil && *f.Ratio >= min)
+	return f.withTarget(fmt.Sprintf("≥ %.3g× ref", min), f.Ratio != nil && *f.Ratio >= min)
 }
 
 func finite(v float64) float64 {

@@ -12,6 +12,13 @@ import (
 const (
 	modeSink = 'S' // read to EOF, then reply with the count as 8 bytes big-endian
 	modeEcho = 'E' // write back everything read, half-close at EOF
+	// modeCount reads an 8-byte big-endian length n, then n bytes, then
+	// replies with the count as 8 bytes: a bulk transfer that needs no
+	// half-close, which a WebSocket tunnel cannot pass.
+	modeCount = 'C'
+	// modeSource reads an 8-byte big-endian length n, then writes n bytes
+	// and closes: a bulk transfer the other way.
+	modeSource = 'R'
 )
 
 // sinkServer is the loopback server behind the TCP proxy in figure 6: a
@@ -99,6 +106,36 @@ func (s *sinkServer) serveConn(c net.Conn) {
 		return
 	}
 	switch mode[0] {
+	case modeCount:
+		var hdr [8]byte
+		if _, err := io.ReadFull(c, hdr[:]); err != nil {
+			return
+		}
+		want := binary.BigEndian.Uint64(hdr[:])
+		buf := make([]byte, 256<<10) // large reads, as modeSink's: io.Discard's ReadFrom reads 8 KiB at a time
+		var n uint64
+		for n < want {
+			m, err := c.Read(buf[:min(uint64(len(buf)), want-n)])
+			n += uint64(m)
+			if err != nil {
+				break
+			}
+		}
+		binary.BigEndian.PutUint64(hdr[:], n)
+		_, _ = c.Write(hdr[:])
+	case modeSource:
+		var hdr [8]byte
+		if _, err := io.ReadFull(c, hdr[:]); err != nil {
+			return
+		}
+		buf := make([]byte, 256<<10)
+		for left := binary.BigEndian.Uint64(hdr[:]); left > 0; {
+			m, err := c.Write(buf[:min(uint64(len(buf)), left)])
+			left -= uint64(m)
+			if err != nil {
+				return
+			}
+		}
 	case modeSink:
 		buf := make([]byte, 256<<10)
 		var n uint64

@@ -31,7 +31,7 @@ const (
 // subcommand rather than one of the agent's flags.
 func isCLICommand(name string) bool {
 	switch name {
-	case "exec", "logs", "cp":
+	case "exec", "logs", "cp", "tunnel":
 		return true
 	}
 	return false
@@ -58,6 +58,8 @@ func (o options) runCLI(ctx context.Context, args []string, getenv func(string) 
 		err = c.logs(ctx, args[1:])
 	case "cp":
 		err = c.cp(ctx, args[1:])
+	case "tunnel":
+		err = c.tunnel(ctx, args[1:])
 	}
 	var exit exitCodeError
 	switch {

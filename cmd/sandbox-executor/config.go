@@ -31,26 +31,28 @@ const (
 // the flag is given, else from the first non-empty environment variable of
 // its list, else from its default.
 type config struct {
-	secret      string // empty if not set
-	authMode    string // authStatic or authPool
-	secretPath  string // where pool mode persists the claimed secret
-	apiAddr     string // host:port for the API; ":3030" listens on every interface
-	proxyAddr   string // host:port for the TCP proxy
-	logLevel    zerolog.Level
-	logFormat   string        // logJSON or logConsole
-	basePath    string        // empty serves at the root only
-	keepAlive   time.Duration // always positive
-	stall       time.Duration // always positive
-	bodyTime    time.Duration // always positive
-	unauthTime  time.Duration // always positive
-	maxConns    int           // 0: server.Config's default, from the fd limit
-	maxCmds     int           // running commands of every kind; 0: executor.Runner's default
-	maxProcs    int           // running background processes; 0: procs.Options' default
-	logBudget   int           // bytes of retained log lines in all; 0: procs.Options' default
-	maxUpload   int           // bytes one upload to /files may have; 0: no limit
-	metricsOpen bool          // GET /metrics without a token
-	version     bool          // -version: print the version and exit
-	command     []string      // the sandbox's main command, after "--"; nil if none
+	secret       string // empty if not set
+	authMode     string // authStatic or authPool
+	secretPath   string // where pool mode persists the claimed secret
+	apiAddr      string // host:port for the API; ":3030" listens on every interface
+	proxyAddr    string // host:port for the TCP proxy
+	logLevel     zerolog.Level
+	logFormat    string        // logJSON or logConsole
+	basePath     string        // empty serves at the root only
+	keepAlive    time.Duration // always positive
+	stall        time.Duration // always positive
+	bodyTime     time.Duration // always positive
+	unauthTime   time.Duration // always positive
+	maxConns     int           // 0: server.Config's default, from the fd limit
+	maxCmds      int           // running commands of every kind; 0: executor.Runner's default
+	maxProcs     int           // running background processes; 0: procs.Options' default
+	logBudget    int           // bytes of retained log lines in all; 0: procs.Options' default
+	maxUpload    int           // bytes one upload to /files may have; 0: no limit
+	metricsOpen  bool          // GET /metrics without a token
+	maxTunnels   int           // tunnels open at once; 0: tunnels.Registry's default
+	trustFwdHost bool          // previews are routed by X-Forwarded-Host (set by a trusted edge) before Host
+	version      bool          // -version: print the version and exit
+	command      []string      // the sandbox's main command, after "--"; nil if none
 }
 
 // configParser holds the state of one parseConfig call.
@@ -92,6 +94,8 @@ func parseConfig(args []string, getenv func(string) string, output io.Writer) (c
 	fs.String("max-processes", "0", "`number` of background processes running at once; past it, 503; 0 means 1000, or an eighth of the open-file limit if lower (env SANDBOX_MAX_PROCESSES)")
 	fs.String("log-budget", "0", "`size` of the log lines kept for all background processes together, e.g. 256MiB; past it the biggest lose their oldest lines first; 0 means 128MiB (env SANDBOX_LOG_BUDGET)")
 	fs.String("max-upload", "0", "`size` of one upload to /files at most, e.g. 1GiB; past it, 413; 0 means no limit (env SANDBOX_MAX_UPLOAD)")
+	fs.String("max-tunnels", "0", "`number` of CONNECT and WebSocket tunnels open at once; past it, 503; 0 means 1024 (env SANDBOX_MAX_TUNNELS)")
+	fs.Bool("trust-forwarded-host", false, "route previews by X-Forwarded-Host before Host, and pass X-Forwarded-Host and -Proto on to apps: only behind an edge that sets them (env SANDBOX_TRUST_FORWARDED_HOST)")
 	version := fs.Bool("version", false, "print the version and exit")
 	if err := fs.Parse(flagArgs); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -194,7 +198,24 @@ func (p *configParser) config() (config, error) {
 	if c.maxUpload, err = p.size("max-upload", "SANDBOX_MAX_UPLOAD"); err != nil {
 		return c, err
 	}
+	if c.maxTunnels, err = p.count("max-tunnels", "SANDBOX_MAX_TUNNELS"); err != nil {
+		return c, err
+	}
+	if c.trustFwdHost, err = p.boolean("trust-forwarded-host", "SANDBOX_TRUST_FORWARDED_HOST"); err != nil {
+		return c, err
+	}
 	return c, nil
+}
+
+// boolean returns the setting of flag name or env: true, false, 1, 0 and
+// the like (strconv.ParseBool), case-insensitively.
+func (p *configParser) boolean(name, env string) (bool, error) {
+	text, from := p.value(name, env)
+	b, err := strconv.ParseBool(strings.ToLower(strings.TrimSpace(text)))
+	if err != nil {
+		return false, fmt.Errorf("invalid %s %q (from %s): want true or false", name, text, from)
+	}
+	return b, nil
 }
 
 // count returns the number set by flag name or env: 0 or more, 0 meaning

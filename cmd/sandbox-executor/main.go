@@ -27,6 +27,7 @@ import (
 	"github.com/sandbox-executor/sandbox-executor/sessions"
 	"github.com/sandbox-executor/sandbox-executor/stats"
 	"github.com/sandbox-executor/sandbox-executor/terminals"
+	"github.com/sandbox-executor/sandbox-executor/tunnels"
 )
 
 // version is reported by -version and /health. It is a variable, the one
@@ -91,7 +92,7 @@ type options struct {
 // run is run with o's seams. It is long because it is the one place
 // where the start-up and shutdown order is written down in full.
 func (o options) run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
-	if len(args) > 0 && isCLICommand(args[0]) { // exec, logs, cp: see cli.go
+	if len(args) > 0 && isCLICommand(args[0]) { // exec, logs, cp, tunnel: see cli.go
 		return o.runCLI(ctx, args, getenv, stderr)
 	}
 	cfg, err := parseConfig(args, getenv, stderr)
@@ -133,22 +134,26 @@ func (o options) run(ctx context.Context, args []string, getenv func(string) str
 	// The agent's own ports are never forwarded to: the proxy bound to
 	// itself would loop on its first connection.
 	fwd := &proxy.Forwarder{Log: log, Reserved: []int{apiPort, proxyPort}}
+	// Nor is a tunnel let into them: a tunnel to the API could open more.
+	tuns := &tunnels.Registry{Max: cfg.maxTunnels, Reserved: []int{apiPort, proxyPort}, Log: log}
 	// Disk metrics describe the file system of the working directory, which
 	// commands start in unless they name another.
 	wd, _ := os.Getwd()
-	deps := server.Deps{Runner: runner, Procs: reg, Forwarder: fwd, Terminals: terms, Sessions: sess, Resources: stats.New(wd)}
+	deps := server.Deps{Runner: runner, Procs: reg, Forwarder: fwd, Terminals: terms, Sessions: sess, Resources: stats.New(wd),
+		Tunnels: tuns}
 	api := server.New(log, auth, deps, server.Config{
-		BasePath:      cfg.basePath,
-		KeepAlive:     cfg.keepAlive,
-		StallTimeout:  cfg.stall,
-		BodyTimeout:   cfg.bodyTime,
-		UnauthTimeout: cfg.unauthTime,
-		MaxConns:      cfg.maxConns,
-		ProxyPort:     proxyPort,
-		APIPort:       apiPort,
-		Version:       version,
-		MetricsOpen:   cfg.metricsOpen,
-		MaxUpload:     int64(cfg.maxUpload),
+		BasePath:           cfg.basePath,
+		KeepAlive:          cfg.keepAlive,
+		StallTimeout:       cfg.stall,
+		BodyTimeout:        cfg.bodyTime,
+		UnauthTimeout:      cfg.unauthTime,
+		MaxConns:           cfg.maxConns,
+		ProxyPort:          proxyPort,
+		APIPort:            apiPort,
+		Version:            version,
+		MetricsOpen:        cfg.metricsOpen,
+		TrustForwardedHost: cfg.trustFwdHost,
+		MaxUpload:          int64(cfg.maxUpload),
 	})
 	// Every request's context derives from baseCtx. Cancelling it at
 	// shutdown kills the process groups of /run commands in flight, ends
@@ -232,7 +237,7 @@ func (o options) run(ctx context.Context, args []string, getenv func(string) str
 	// terminals, background processes, sessions; the main command is
 	// stopped alongside.
 	stopChild()
-	shutdown(log, cancelBase, srv, fwd, terms, reg, sess, runner)
+	shutdown(log, cancelBase, srv, api, tuns, fwd, terms, reg, sess, runner)
 	stopReaper() // last: the background processes just killed left zombies
 	wg.Wait()    // the main command, if any, has exited: killed at the latest after its grace
 	switch {
@@ -309,22 +314,27 @@ func serveProxy(wg *sync.WaitGroup, errc chan<- error, fwd *proxy.Forwarder, ln 
 // shutdownTimeout in all:
 //  1. cancel the base context: /run commands in flight are killed (their
 //     process groups), event streams end with their final event, and
-//     terminal WebSockets close with 1001 (going away);
+//     terminal WebSockets close with 1001 (going away); tunnels and
+//     previews (WebSockets included) are closed;
 //  2. shut the API down: stop accepting, let those handlers answer, for
 //     at most httpShutdownTimeout, then close what is left;
-//  3. close the TCP forwarder and its live connections;
-//  4. close the terminals: every process of each terminal's session is
+//  3. close the tunnels registry, waiting for the tunnels to be gone
+//     (hijacked connections are not the http.Server's to wait for), and
+//     the preview proxy's idle connections to the apps;
+//  4. close the TCP forwarder and its live connections;
+//  5. close the terminals: every process of each terminal's session is
 //     killed (jobs of interactive shells are in groups of their own, so
 //     this comes before the group kills below);
-//  5. close the registry: every background process group is killed;
-//  6. delete the sessions: what is left in their process groups is
+//  6. close the registry: every background process group is killed;
+//  7. delete the sessions: what is left in their process groups is
 //     killed, their temp workdirs and the state directory removed;
-//  6. kill what finished commands, /run ones included, left in their
+//  8. kill what finished commands, /run ones included, left in their
 //     process groups (`npm start &`).
 //
 // The main command, if any, is stopped by its supervisor meanwhile.
-func shutdown(log zerolog.Logger, cancelBase context.CancelFunc, srv *http.Server, fwd *proxy.Forwarder,
-	terms *terminals.Registry, reg *procs.Registry, sess *sessions.Registry, runner *executor.Runner) {
+func shutdown(log zerolog.Logger, cancelBase context.CancelFunc, srv *http.Server, api *server.Server,
+	tuns *tunnels.Registry, fwd *proxy.Forwarder, terms *terminals.Registry, reg *procs.Registry,
+	sess *sessions.Registry, runner *executor.Runner) {
 	start := time.Now()
 	cancelBase()
 	httpCtx, cancel := context.WithTimeout(context.Background(), httpShutdownTimeout)
@@ -335,6 +345,13 @@ func shutdown(log zerolog.Logger, cancelBase context.CancelFunc, srv *http.Serve
 	}
 	ctx, cancel := context.WithDeadline(context.Background(), start.Add(shutdownTimeout))
 	defer cancel()
+	// Hijacked connections are not the http.Server's to wait for.
+	if err := tuns.Close(ctx); err != nil {
+		log.Warn().Err(err).Msg("tunnels shutdown")
+	}
+	if err := api.Close(ctx); err != nil {
+		log.Warn().Err(err).Msg("API close")
+	}
 	if err := fwd.Close(ctx); err != nil {
 		log.Warn().Err(err).Msg("TCP proxy shutdown")
 	}

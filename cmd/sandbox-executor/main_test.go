@@ -161,6 +161,8 @@ func TestParseConfig(t *testing.T) {
 			assert.Equal(t, 30*time.Second, c.bodyTime)
 			assert.Equal(t, 10*time.Second, c.unauthTime)
 			assert.Zero(t, c.maxConns)
+			assert.Zero(t, c.maxTunnels)
+			assert.False(t, c.trustFwdHost)
 			assert.Empty(t, c.secret)
 			assert.Nil(t, c.command)
 		}},
@@ -304,6 +306,16 @@ func TestParseConfig(t *testing.T) {
 			wantErr: `invalid log format "xml" (from LOG_FORMAT): want json or console`},
 		{name: "bad metrics-open", env: map[string]string{"SANDBOX_METRICS_OPEN": "maybe"},
 			wantErr: `invalid metrics-open "maybe" (from SANDBOX_METRICS_OPEN)`},
+		{name: "tunnels and forwarded host", args: []string{"-max-tunnels", "7"},
+			env: map[string]string{"SANDBOX_TRUST_FORWARDED_HOST": "TRUE"},
+			check: func(t *testing.T, c config) {
+				assert.Equal(t, 7, c.maxTunnels)
+				assert.True(t, c.trustFwdHost)
+			}},
+		{name: "bad trust-forwarded-host", env: map[string]string{"SANDBOX_TRUST_FORWARDED_HOST": "maybe"},
+			wantErr: `invalid trust-forwarded-host "maybe" (from SANDBOX_TRUST_FORWARDED_HOST): want true or false`},
+		{name: "bad max-tunnels", args: []string{"-max-tunnels", "-1"},
+			wantErr: `invalid max-tunnels "-1" (from -max-tunnels)`},
 		{name: "stray argument", args: []string{"sh"},
 			wantErr: `unexpected argument "sh": the main command goes after --`},
 	}

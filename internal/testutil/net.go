@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"net"
 	"sync"
+	"syscall"
 	"testing"
 )
 
@@ -78,4 +79,24 @@ func (b *SyncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// ClosedPort returns a loopback port on which a connection is refused, and
+// stays refused until the test ends: the port is bound, so that no other
+// test can listen on it, but not listening.
+func ClosedPort(tb testing.TB) int {
+	tb.Helper()
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { syscall.Close(fd) })
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		tb.Fatal(err)
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return sa.(*syscall.SockaddrInet4).Port
 }

@@ -1,10 +1,12 @@
 # Helpers for the client checks, sourced by each check_*.sh. run.sh exports
-# SANDBOX_URL and SANDBOX_SECRET (a running agent, -keepalive 200ms), PY (a
-# python3 that has requests and websocket-client), CHROMIUM (Debian's
-# chromium), CLIENTS_DIR (this folder, with node_modules) and EXAMPLES_DIR. A check prints one summary line and exits 0, or says
+# SANDBOX_URL and SANDBOX_SECRET (a running agent, -keepalive 200ms), BIN
+# (the agent's binary, also its CLI), PY (a python3 that has requests and
+# websocket-client), PYDEB (Debian's python3, with paramiko), CHROMIUM
+# (Debian's chromium), CLIENTS_DIR (this folder, with node_modules) and
+# EXAMPLES_DIR. A check prints one summary line and exits 0, or says
 # why on stderr and exits non-zero. Every command in it is bounded in time.
 set -euo pipefail
-: "${SANDBOX_URL:?}" "${SANDBOX_SECRET:?}" "${PY:?}" "${CLIENTS_DIR:?}" "${EXAMPLES_DIR:?}"
+: "${SANDBOX_URL:?}" "${SANDBOX_SECRET:?}" "${PY:?}" "${CLIENTS_DIR:?}" "${EXAMPLES_DIR:?}" "${BIN:?}" "${PYDEB:?}"
 AUTH="Authorization: Bearer $SANDBOX_SECRET"
 TMP=$(mktemp -d)
 BG_PIDS=()
@@ -103,4 +105,50 @@ node_example() {
   ln -sfn "$CLIENTS_DIR/node_modules" "$TMP/examples/node_modules"
   cp "$EXAMPLES_DIR/$1" "$TMP/examples/$1"
   echo "$TMP/examples/$1"
+}
+
+# free_port prints a loopback port that was free a moment ago.
+free_port() {
+  "$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# start_sshd starts OpenSSH's sshd in the foreground (-D -e) on a free
+# loopback port, with a host key and an authorized client key generated in
+# TMP and a configuration of its own (sftp for scp included), and sets
+# SSH_PORT and SSH_ARGS (the client options that trust nothing else). Its
+# pid goes to BG_PIDS, so the cleanup stops it. It needs root (sshd's
+# privilege separation, /run/sshd).
+start_sshd() {
+  [ "$(id -u)" -eq 0 ] || fail "sshd needs root"
+  mkdir -p /run/sshd
+  chmod 0755 /run/sshd
+  ssh-keygen -q -t ed25519 -N '' -f "$TMP/host_key" >/dev/null
+  ssh-keygen -q -t ed25519 -N '' -f "$TMP/id" >/dev/null
+  cp "$TMP/id.pub" "$TMP/authorized_keys"
+  SSH_PORT=$(free_port)
+  cat >"$TMP/sshd_config" <<CONF
+Port $SSH_PORT
+ListenAddress 127.0.0.1
+HostKey $TMP/host_key
+PidFile none
+AuthorizedKeysFile $TMP/authorized_keys
+PubkeyAuthentication yes
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UsePAM no
+StrictModes no
+PermitRootLogin prohibit-password
+Subsystem sftp internal-sftp
+CONF
+  /usr/sbin/sshd -D -e -f "$TMP/sshd_config" 2>"$TMP/sshd.log" &
+  BG_PIDS+=($!)
+  local i
+  for i in $(seq 100); do
+    "$PY" -c 'import socket, sys; socket.create_connection(("127.0.0.1", int(sys.argv[1])), 0.2).close()' "$SSH_PORT" \
+      2>/dev/null && break
+    kill -0 "${BG_PIDS[-1]}" 2>/dev/null || { cat "$TMP/sshd.log" >&2; fail "sshd exited"; }
+    sleep 0.1
+  done
+  SSH_ARGS=(-F /dev/null -i "$TMP/id" -o IdentitiesOnly=yes -o BatchMode=yes -o ConnectTimeout=10
+    -o UserKnownHostsFile="$TMP/known_hosts" -o StrictHostKeyChecking=accept-new -o LogLevel=ERROR)
 }

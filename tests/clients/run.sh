@@ -7,7 +7,8 @@
 #
 # On a fresh Debian machine it installs what is missing (as root, with
 # apt-get: curl, wget, nodejs and npm, python3-requests, python3-websocket,
-# chromium; PyPI is not used), then
+# chromium, openssh-server and -client, python3-paramiko; PyPI is not
+# used), then
 # `npm ci` here (node_modules stays here, git-ignored). It starts BIN on free
 # loopback ports with a random secret and -keepalive 200ms, runs each
 # check_*.sh, prints one line per check and "N passed, M failed" last, and
@@ -19,7 +20,7 @@ set -euo pipefail
 BIN=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 CLIENTS_DIR=$(cd "$(dirname "$0")" && pwd)
 EXAMPLES_DIR=$(cd "$CLIENTS_DIR/../../examples" && pwd)
-export CLIENTS_DIR EXAMPLES_DIR
+export BIN CLIENTS_DIR EXAMPLES_DIR
 
 # ---- what the clients need -------------------------------------------------
 
@@ -68,6 +69,15 @@ if [ -z "$CHROMIUM" ]; then
   CHROMIUM=$(command -v chromium)
 fi
 export CHROMIUM
+# The tunnel checks: OpenSSH's server and client, and paramiko for the
+# Debian python3 (PYDEB), which has Debian's packages.
+[ -x /usr/sbin/sshd ] || apt_install openssh-server
+command -v ssh >/dev/null && command -v scp >/dev/null && command -v ssh-keygen >/dev/null ||
+  apt_install openssh-client
+PYDEB=/usr/bin/python3
+[ -x "$PYDEB" ] && "$PYDEB" -c 'import paramiko' 2>/dev/null || apt_install python3-paramiko
+"$PYDEB" -c 'import paramiko'
+export PYDEB
 
 npm_log=$(mktemp)
 (cd "$CLIENTS_DIR" && timeout 300 npm ci --no-audit --no-fund >"$npm_log" 2>&1) ||
@@ -131,6 +141,10 @@ checks=(
   "Python requests driving a session (examples/session.py):check_python_session.sh"
   "README's curl examples for sessions (examples/session.sh):check_session_curl.sh"
   "curl -T/-F/-r/-z, wget -c, Python requests, tar on /files:check_files.sh"
+  "curl -p -x CONNECT tunnel to python3 -m http.server:check_tunnel_curl.sh"
+  "OpenSSH ssh and scp 10 MiB through sandbox-executor tunnel (CONNECT and -ws):check_tunnel_ssh.sh"
+  "paramiko over a raw CONNECT socket, as SDKs do:check_tunnel_paramiko.sh"
+  "preview proxy by path and by host: page, asset, SSE, Node ws echo:check_preview.sh"
 )
 passed=0
 failed=0

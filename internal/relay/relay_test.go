@@ -1,0 +1,78 @@
+package relay
+
+import (
+	"io"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// tcpPair returns both ends of a loopback TCP connection.
+func tcpPair(t *testing.T) (*net.TCPConn, *net.TCPConn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	a, err := net.Dial("tcp", ln.Addr().String())
+	require.NoError(t, err)
+	b, err := ln.Accept()
+	require.NoError(t, err)
+	t.Cleanup(func() { a.Close(); b.Close() })
+	return a.(*net.TCPConn), b.(*net.TCPConn)
+}
+
+// A side that cannot half-close (net.Pipe, as a WebSocket) is closed when
+// the other side reaches EOF, so that its peer learns the stream ended;
+// the bytes before the EOF still arrive.
+func TestJoinClosesWhatCannotHalfClose(t *testing.T) {
+	far, near := tcpPair(t)
+	p1, p2 := net.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := Join(near, p1)
+		done <- err
+	}()
+	_, err := far.Write([]byte("last words"))
+	require.NoError(t, err)
+	require.NoError(t, far.CloseWrite())
+	_ = p2.SetDeadline(time.Now().Add(5 * time.Second))
+	got, err := io.ReadAll(p2)
+	require.NoError(t, err, "EOF, not a timeout")
+	assert.Equal(t, "last words", string(got))
+	select {
+	case err := <-done:
+		assert.NoError(t, err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("Join did not return")
+	}
+}
+
+// A failure on one side closes both at once: the other copy, waiting on a
+// peer that never sends, ends too.
+func TestJoinFailureClosesBoth(t *testing.T) {
+	far, near := tcpPair(t)
+	p1, p2 := net.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := Join(near, p1)
+		done <- err
+	}()
+	p2.Close() // the pipe's peer is gone: a write to it fails
+	_, err := far.Write([]byte("x"))
+	require.NoError(t, err)
+	_ = far.SetReadDeadline(time.Now().Add(5 * time.Second))
+	_, err = far.Read(make([]byte, 1))
+	assert.ErrorIs(t, err, io.EOF, "the TCP side was closed too")
+	select {
+	case err := <-done:
+		assert.ErrorIs(t, err, io.ErrClosedPipe)
+	case <-time.After(5 * time.Second):
+		t.Fatal("Join did not return")
+	}
+}

@@ -1,0 +1,205 @@
+package server
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+)
+
+// exposedPorts are the ports reachable by host name: a request whose host
+// starts with "PORT-" (8000-mysandbox.example.com) goes to the app on
+// PORT. The zero value has none.
+type exposedPorts struct {
+	// mu guards ports. An exposure is never changed once stored: expose
+	// replaces it, so a request may keep the one it looked up.
+	mu    sync.RWMutex
+	ports map[int]*exposure
+}
+
+// exposure is one exposed port.
+type exposure struct {
+	port   int
+	public bool // previews by host name need no token
+	// ctx ends when the port is unexposed, and with it the requests in
+	// flight by host name: their event streams and WebSockets.
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+// expose exposes port, or changes whether it is public.
+func (e *exposedPorts) expose(port int, public bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.ports == nil {
+		e.ports = map[int]*exposure{}
+	}
+	next := &exposure{port: port, public: public}
+	if old := e.ports[port]; old != nil {
+		next.ctx, next.cancel = old.ctx, old.cancel
+	} else {
+		// Not a request's context: the exposure outlives the request.
+		next.ctx, next.cancel = context.WithCancel(context.Background())
+	}
+	e.ports[port] = next
+}
+
+// unexpose removes port and ends its requests in flight. It reports
+// whether port was exposed.
+func (e *exposedPorts) unexpose(port int) bool {
+	e.mu.Lock()
+	old := e.ports[port]
+	delete(e.ports, port)
+	e.mu.Unlock()
+	if old == nil {
+		return false
+	}
+	old.cancel()
+	return true
+}
+
+func (e *exposedPorts) lookup(port int) *exposure {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	return e.ports[port]
+}
+
+func (e *exposedPorts) list() []*exposure {
+	e.mu.RLock()
+	l := make([]*exposure, 0, len(e.ports))
+	for _, x := range e.ports {
+		l = append(l, x)
+	}
+	e.mu.RUnlock()
+	slices.SortFunc(l, func(a, b *exposure) int { return cmp.Compare(a.port, b.port) })
+	return l
+}
+
+// hostPort returns the port that host ("8000-mysandbox.example.com:443")
+// names with its "PORT-" start, if it has one.
+func hostPort(host string) (int, bool) {
+	if host == "" || host[0] < '1' || host[0] > '9' { // most hosts stop here
+		return 0, false
+	}
+	digits, _, ok := strings.Cut(host, "-")
+	if !ok || len(digits) > len("65535") {
+		return 0, false
+	}
+	port, err := portFromText(digits)
+	return port, err == nil
+}
+
+// routeHost sends a request whose host names an exposed port to the app on
+// that port, with its path as sent; the others go to next, the API. The
+// host is Host, or X-Forwarded-Host first if TrustForwardedHost is set. A
+// port that is not public needs the token as the API does.
+func (s *Server) routeHost(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		x := s.exposedFor(r)
+		if x == nil {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if rec, ok := w.(*recorder); ok {
+			rec.route = routeHostPreview
+		}
+		if x.public {
+			// Whoever has the URL may use it; the edge decided who gets
+			// it. Such a connection may idle (an event stream) but is
+			// still the first to go at the connection cap.
+			if c := connOf(r); c != nil {
+				c.allowIdle()
+			}
+		} else if !s.authorize(w, r) {
+			return
+		}
+		path, _, _ := strings.Cut(r.RequestURI, "?")
+		if !strings.HasPrefix(path, "/") { // an absolute-form target
+			path = r.URL.EscapedPath()
+		}
+		ctx, cancel := context.WithCancel(r.Context())
+		defer cancel()
+		stop := context.AfterFunc(x.ctx, cancel) // unexpose_port ends the request
+		defer stop()
+		s.servePreview(w, r.WithContext(ctx), previewTarget{port: x.port, path: path})
+	})
+}
+
+// exposedFor returns the exposure r's host names, or nil.
+func (s *Server) exposedFor(r *http.Request) *exposure {
+	host := r.Host
+	if s.cfg.TrustForwardedHost {
+		if fwd, _, _ := strings.Cut(r.Header.Get("X-Forwarded-Host"), ","); strings.TrimSpace(fwd) != "" {
+			host = strings.TrimSpace(fwd)
+		}
+	}
+	port, ok := hostPort(host)
+	if !ok {
+		return nil
+	}
+	return s.exposed.lookup(port)
+}
+
+// exposeReply is the reply of /expose_port, and an item of
+// /list_exposed_ports.
+type exposeReply struct {
+	Port   int  `json:"port"`
+	Public bool `json:"public"`
+}
+
+// handleExposePort serves POST /expose_port: requests whose host starts
+// with "PORT-" go to the app on port from now on. Exposing an exposed port
+// again sets public anew.
+func (s *Server) handleExposePort(w http.ResponseWriter, r *http.Request) error {
+	type request struct {
+		Port   json.RawMessage `json:"port"` // parsed by parsePort, which needs the text as sent
+		Public bool            `json:"public"`
+	}
+	req, err := decode[request](w, r, s.cfg.MaxBody)
+	if err != nil {
+		return err
+	}
+	port, err := parsePort(req.Port)
+	if err != nil {
+		return err
+	}
+	if s.ownPort(port) {
+		return errorf(http.StatusBadRequest, "port %d is the agent's own: it cannot be exposed", port)
+	}
+	s.exposed.expose(port, req.Public)
+	encode(w, http.StatusOK, map[string]any{"success": true, "port": port, "public": req.Public})
+	return nil
+}
+
+// handleUnexposePort serves POST /unexpose_port: the port is no longer
+// reachable by host name, and the requests in flight to it that way end.
+// A port that was not exposed is no error: removed says whether it was.
+func (s *Server) handleUnexposePort(w http.ResponseWriter, r *http.Request) error {
+	type request struct {
+		Port json.RawMessage `json:"port"`
+	}
+	req, err := decode[request](w, r, s.cfg.MaxBody)
+	if err != nil {
+		return err
+	}
+	port, err := parsePort(req.Port)
+	if err != nil {
+		return err
+	}
+	removed := s.exposed.unexpose(port)
+	encode(w, http.StatusOK, map[string]any{"success": true, "port": port, "removed": removed})
+	return nil
+}
+
+// handleExposedList serves GET /list_exposed_ports, by port.
+func (s *Server) handleExposedList(w http.ResponseWriter, r *http.Request) error {
+	ports := []exposeReply{}
+	for _, x := range s.exposed.list() {
+		ports = append(ports, exposeReply{Port: x.port, Public: x.public})
+	}
+	encode(w, http.StatusOK, map[string]any{"ports": ports})
+	return nil
+}
