@@ -34,12 +34,17 @@ func NewStaticAuth(secret string) (*Auth, error) {
 
 // NewPoolAuth returns an Auth in pool mode that persists the claimed secret
 // at path. If path already holds a secret (the agent restarted after a
-// claim), that secret is in force at once.
+// claim), that secret is in force at once. If not, path's directory must
+// exist or be creatable, and be writable: else every claim would fail, so
+// NewPoolAuth fails instead.
 func NewPoolAuth(path string) (*Auth, error) {
 	a := &Auth{path: path}
 	b, err := os.ReadFile(path)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
+		if err := checkWritable(filepath.Dir(path)); err != nil {
+			return nil, fmt.Errorf("pool mode cannot save the claimed secret at %s (set SANDBOX_SECRET_PATH or -secret-path to a file in a writable directory): %w", path, err)
+		}
 		return a, nil
 	case err != nil:
 		return nil, fmt.Errorf("reading the pool secret: %w", err)
@@ -114,6 +119,20 @@ func bearer(h string) (string, bool) {
 	}
 	token := strings.TrimSpace(h[len(prefix):])
 	return token, token != ""
+}
+
+// checkWritable creates dir if it does not exist, then creates and removes
+// a file in it, as writeSecret will.
+func checkWritable(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(dir, ".sandbox-secret-check-*")
+	if err != nil {
+		return fmt.Errorf("%s is not writable: %w", dir, err)
+	}
+	f.Close()
+	return os.Remove(f.Name())
 }
 
 // writeSecret writes secret to path atomically with mode 0600: a temporary

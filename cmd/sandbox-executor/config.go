@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/rs/zerolog"
 )
@@ -38,7 +39,7 @@ type config struct {
 	proxyAddr    string // host:port for the TCP proxy
 	logLevel     zerolog.Level
 	logFormat    string        // logJSON or logConsole
-	basePath     string        // empty serves at the root only
+	basePath     string        // "/a" or "/a/b", never ending in "/"; empty serves at the root only
 	keepAlive    time.Duration // always positive
 	stall        time.Duration // always positive
 	bodyTime     time.Duration // always positive
@@ -137,7 +138,9 @@ func (p *configParser) config() (config, error) {
 	var err error
 	c.secret, _ = p.value("secret", "SANDBOX_SECRET")
 	c.secretPath, _ = p.value("secret-path", "SANDBOX_SECRET_PATH")
-	c.basePath, _ = p.value("base-path", "BASE_PATH")
+	if c.basePath, err = p.basePath(); err != nil {
+		return c, err
+	}
 	mode, from := p.value("auth-mode", "SANDBOX_AUTH_MODE")
 	switch strings.ToLower(strings.TrimSpace(mode)) {
 	case "", authStatic:
@@ -216,6 +219,53 @@ func (p *configParser) boolean(name, env string) (bool, error) {
 		return false, fmt.Errorf("invalid %s %q (from %s): want true or false", name, text, from)
 	}
 	return b, nil
+}
+
+// basePath returns the -base-path (or BASE_PATH) prefix as the server
+// matches it: "" for none (also for "/"), else "/" and one or more
+// segments, without a trailing slash ("/a/" is "/a"). A prefix no request
+// could match is an error: one without a leading "/", with an empty, "."
+// or ".." segment (requests are matched by their clean path), or with a
+// character a URL path would have to escape (a space, "%", "?", "#" and
+// the like: requests are matched by their unescaped path).
+func (p *configParser) basePath() (string, error) {
+	text, from := p.value("base-path", "BASE_PATH")
+	if text == "" {
+		return "", nil
+	}
+	bad := func(why string) error {
+		return fmt.Errorf("invalid base path %q (from %s): %s; want a path such as /koyeb-sandbox", text, from, why)
+	}
+	if text[0] != '/' {
+		return "", bad(`it must start with "/"`)
+	}
+	trimmed := strings.TrimSuffix(text, "/")
+	if trimmed == "" {
+		return "", nil
+	}
+	for _, seg := range strings.Split(trimmed[1:], "/") {
+		switch seg {
+		case "":
+			return "", bad("it has an empty segment")
+		case ".", "..":
+			return "", bad(fmt.Sprintf("it has a %q segment", seg))
+		}
+		if i := strings.IndexFunc(seg, func(r rune) bool { return !isPathChar(r) }); i >= 0 {
+			r, _ := utf8.DecodeRuneInString(seg[i:])
+			return "", bad(fmt.Sprintf("%q is not allowed in it", r))
+		}
+	}
+	return trimmed, nil
+}
+
+// isPathChar reports whether r may appear unescaped in a URL path segment
+// (RFC 3986's unreserved and sub-delims characters, ':' and '@').
+func isPathChar(r rune) bool {
+	switch {
+	case 'a' <= r && r <= 'z', 'A' <= r && r <= 'Z', '0' <= r && r <= '9':
+		return true
+	}
+	return strings.ContainsRune("-._~!$&'()*+,;=:@", r)
 }
 
 // count returns the number set by flag name or env: 0 or more, 0 meaning

@@ -262,6 +262,27 @@ func TestParseConfig(t *testing.T) {
 				assert.Equal(t, authPool, c.authMode)
 				assert.Equal(t, "/tmp/x/secret", c.secretPath)
 			}},
+		{name: "base path with a trailing slash",
+			args:  []string{"-base-path", "/koyeb-sandbox/"},
+			check: func(t *testing.T, c config) { assert.Equal(t, "/koyeb-sandbox", c.basePath) }},
+		{name: "base path of several segments",
+			env:   map[string]string{"BASE_PATH": "/a/b-c_d.e~f:g@h"},
+			check: func(t *testing.T, c config) { assert.Equal(t, "/a/b-c_d.e~f:g@h", c.basePath) }},
+		{name: "base path / is none",
+			env:   map[string]string{"BASE_PATH": "/"},
+			check: func(t *testing.T, c config) { assert.Empty(t, c.basePath) }},
+		{name: "base path without a leading slash", env: map[string]string{"BASE_PATH": "koyeb-sandbox"},
+			wantErr: `invalid base path "koyeb-sandbox" (from BASE_PATH): it must start with "/"`},
+		{name: "base path with a space", args: []string{"-base-path", "/my sandbox"},
+			wantErr: `invalid base path "/my sandbox" (from -base-path): ' ' is not allowed in it`},
+		{name: "base path with a query", env: map[string]string{"BASE_PATH": "/a?b"},
+			wantErr: `'?' is not allowed`},
+		{name: "base path with an escape", env: map[string]string{"BASE_PATH": "/a%20b"},
+			wantErr: `'%' is not allowed`},
+		{name: "base path with an empty segment", env: map[string]string{"BASE_PATH": "/a//b"},
+			wantErr: "empty segment"},
+		{name: "base path with a dot-dot segment", env: map[string]string{"BASE_PATH": "/a/../b"},
+			wantErr: `".." segment`},
 		{name: "main command after the first --",
 			args: []string{"-secret", "x", "--", "sh", "-c", "echo -- hi", "--"},
 			check: func(t *testing.T, c config) {
@@ -358,10 +379,19 @@ func TestRunConfigErrors(t *testing.T) {
 		{"bad log level", map[string]string{"SANDBOX_SECRET": "x", "LOG_LEVEL": "loud"}, []string{`"loud"`, "LOG_LEVEL"}},
 		{"pool with a secret", map[string]string{"SANDBOX_SECRET": "x", "SANDBOX_AUTH_MODE": "pool"},
 			[]string{"SANDBOX_SECRET cannot be set when SANDBOX_AUTH_MODE=pool"}},
+		// /proc takes no new files, not even from root.
+		{"pool with a secret path it cannot write", map[string]string{"SANDBOX_AUTH_MODE": "pool",
+			"SANDBOX_SECRET_PATH": "/proc/sandbox-secret"}, []string{"cannot save the claimed secret", "SANDBOX_SECRET_PATH"}},
+		{"base path without a leading slash", map[string]string{"SANDBOX_SECRET": "x", "BASE_PATH": "koyeb-sandbox"},
+			[]string{"invalid base path", "BASE_PATH"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := run(context.Background(), []string{"-addr", "127.0.0.1:0", "-proxy-addr", "127.0.0.1:0"},
+			// Bounded: an agent that accepted the setting would serve
+			// until its context ends, and then return no error.
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			err := run(ctx, []string{"-addr", "127.0.0.1:0", "-proxy-addr", "127.0.0.1:0"},
 				getenv(tt.env), io.Discard)
 			require.Error(t, err)
 			for _, want := range tt.want {
