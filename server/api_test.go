@@ -33,6 +33,21 @@ func TestHealthIsOpenAndJSON(t *testing.T) {
 	assert.IsType(t, float64(0), body["uptime"])
 }
 
+// HEAD /health, as load balancers send it, answers as GET does without
+// the body.
+func TestHealthHead(t *testing.T) {
+	ts, _ := newTestServerWith(t, Config{ProxyPort: 3031, Version: "v1"}, &executor.Runner{}, procs.Options{})
+	resp, err := http.Head(ts.URL + "/health")
+	require.NoError(t, err)
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+	assert.Equal(t, "application/json", resp.Header.Get("Content-Type"))
+	assert.Positive(t, resp.ContentLength, "Content-Length, as GET would send")
+	assert.Empty(t, body)
+}
+
 func TestAuthRequiredEverywhereButHealth(t *testing.T) {
 	ts, _ := newTestServer(t)
 	paths := []struct{ method, path string }{

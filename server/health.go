@@ -6,7 +6,8 @@ import (
 	"time"
 )
 
-// handleHealth serves GET /health, which needs no token. uptime is whole
+// handleHealth serves GET and HEAD /health, which need no token (net/http
+// sends HEAD the headers of GET, Content-Length included, and no body). uptime is whole
 // seconds and proxy_port a string: the platform CLI decodes them into an
 // int64 and a string.
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) error {

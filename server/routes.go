@@ -16,7 +16,8 @@ func (s *Server) routes() {
 	get, post, head, put := http.MethodGet, http.MethodPost, http.MethodHead, http.MethodPut
 	r := s.router
 
-	r.Handle("/health", s.wrap(s.handleHealth)).Methods(get)
+	// HEAD too: load balancers and uptime checkers send it.
+	r.Handle("/health", s.wrap(s.handleHealth)).Methods(get, http.MethodHead)
 	r.Handle("/openapi.yaml", s.wrap(s.handleOpenAPI)).Methods(get)
 
 	r.Handle("/run", s.wrap(s.handleRun)).Methods(post)
