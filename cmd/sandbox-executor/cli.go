@@ -28,10 +28,11 @@ const (
 )
 
 // isCLICommand reports whether name, the first argument, is a client
-// subcommand rather than one of the agent's flags.
+// subcommand (or install, which copies the binary) rather than one of the
+// agent's flags.
 func isCLICommand(name string) bool {
 	switch name {
-	case "exec", "logs", "cp", "tunnel":
+	case "exec", "logs", "cp", "tunnel", "install":
 		return true
 	}
 	return false
@@ -60,6 +61,8 @@ func (o options) runCLI(ctx context.Context, args []string, getenv func(string) 
 		err = c.cp(ctx, args[1:])
 	case "tunnel":
 		err = c.tunnel(ctx, args[1:])
+	case "install":
+		err = c.install(args[1:])
 	}
 	var exit exitCodeError
 	switch {

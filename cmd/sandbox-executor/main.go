@@ -30,11 +30,6 @@ import (
 	"github.com/sandbox-executor/sandbox-executor/tunnels"
 )
 
-// version is reported by -version and /health. It is a variable, the one
-// at package level, because the linker can set only variables:
-// go build -ldflags "-X main.version=v1.2.3". Nothing assigns it at run time.
-var version = "dev"
-
 const (
 	// httpShutdownTimeout bounds the graceful part of the API's shutdown;
 	// the connections still open after it are closed.

@@ -1,0 +1,15 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+)
+
+// An unstamped binary reports the module version the go command recorded
+// (go install ...@v0.1.0), and dev when there is none.
+func TestModuleVersion(t *testing.T) {
+	assert.Equal(t, "v0.1.0", moduleVersion("v0.1.0", "dev"))
+	assert.Equal(t, "dev", moduleVersion("(devel)", "dev"))
+	assert.Equal(t, "dev", moduleVersion("", "dev"))
+}
