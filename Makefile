@@ -1,15 +1,39 @@
 # sandbox-executor: `make run` starts the agent on loopback with a development
 # secret it prints; `make test` runs everything CI runs.
+#
+# `make test` needs Linux, Go, a C compiler (for -race) and, for what it
+# installs from Debian when missing (curl, Node.js and npm, python3-requests,
+# docker.io, busybox-static), root; as another user it says what to install.
 
 GO        ?= go
-VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+# The version comes from the VERSION file. In a git checkout that is not
+# exactly at tag v<VERSION>, or has uncommitted changes, it becomes
+# <VERSION>-dev+<commit>[.dirty]. Override it with VERSION=... make build.
+ifndef VERSION
+VERSION := $(shell v=$$(cat VERSION); \
+  if c=$$(git rev-parse --short=12 HEAD 2>/dev/null); then \
+    if ! git diff --quiet HEAD -- 2>/dev/null; then echo "$$v-dev+$$c.dirty"; \
+    elif git describe --tags --exact-match --match "v$$v" >/dev/null 2>&1; then echo "$$v"; \
+    else echo "$$v-dev+$$c"; fi; \
+  else echo "$$v"; fi)
+endif
 LDFLAGS   := -s -w -X main.version=$(VERSION)
 BIN       := bin/sandbox-executor
 # := so the secret is drawn once: a plain ?= would draw a new one at every use.
 ifndef DEV_SECRET
 DEV_SECRET := dev-$(shell head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')
 endif
-IMAGE     ?= sandbox-executor:$(VERSION)
+
+# Release binaries: one static binary per platform, and their checksums.
+DIST      ?= dist
+PLATFORMS := linux/amd64 linux/arm64
+
+# The image. A tag cannot hold "+", so 0.1.0-dev+abc is tagged 0.1.0-dev-abc.
+DOCKER       ?= docker
+IMAGE_REPO   ?= sandbox-executor
+IMAGE        ?= $(IMAGE_REPO):$(subst +,-,$(VERSION))
+PLATFORM     ?=
+DOCKER_FLAGS ?=
 
 # Fuzz targets, as package:Target. `make test` runs each for FUZZ_SMOKE;
 # `make fuzz` for FUZZTIME each (e.g. make fuzz FUZZTIME=5m).
@@ -17,10 +41,14 @@ FUZZ_TARGETS := server:FuzzDecode server:FuzzLastEventID sse:FuzzReader
 FUZZTIME     ?= 1m
 FUZZ_SMOKE   ?= 3s
 
-.PHONY: build run test test-go test-clients fuzz bench docker clean
+.PHONY: build run version release docker test test-go test-clients test-release test-manifests \
+	test-image fuzz bench clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/sandbox-executor
+
+version:
+	@echo $(VERSION)
 
 run: build
 	@echo "sandbox-executor $(VERSION): API on http://127.0.0.1:3030, TCP proxy on 127.0.0.1:3031"
@@ -28,7 +56,26 @@ run: build
 	@echo "try: curl -s -H 'Authorization: Bearer $(DEV_SECRET)' -d '{\"cmd\":\"uname -a\"}' http://127.0.0.1:3030/run"
 	SANDBOX_SECRET=$(DEV_SECRET) LOG_LEVEL=$${LOG_LEVEL:-debug} LOG_FORMAT=$${LOG_FORMAT:-console} $(BIN) -addr 127.0.0.1:3030 -proxy-addr 127.0.0.1:3031
 
-test: test-go test-clients
+# $(DIST)/sandbox-executor-linux-{amd64,arm64} and $(DIST)/SHA256SUMS
+# (check with: cd dist && sha256sum -c SHA256SUMS).
+release:
+	@mkdir -p $(DIST)
+	@rm -f $(DIST)/sandbox-executor-* $(DIST)/SHA256SUMS
+	@set -e; for p in $(PLATFORMS); do \
+		out=$(DIST)/sandbox-executor-$${p%/*}-$${p#*/}; \
+		echo "$$out ($(VERSION))"; \
+		CGO_ENABLED=0 GOOS=$${p%/*} GOARCH=$${p#*/} $(GO) build -trimpath -ldflags '$(LDFLAGS)' \
+			-o $$out ./cmd/sandbox-executor; \
+	done
+	cd $(DIST) && sha256sum sandbox-executor-* >SHA256SUMS
+
+# The agent's image (see Dockerfile), for PLATFORM if set (linux/arm64),
+# also tagged $(IMAGE_REPO):latest.
+docker:
+	DOCKER_BUILDKIT=1 $(DOCKER) build $(DOCKER_FLAGS) $(if $(PLATFORM),--platform $(PLATFORM)) \
+		--build-arg VERSION=$(VERSION) -t $(IMAGE) -t $(IMAGE_REPO):latest .
+
+test: test-go test-clients test-release test-manifests test-image
 
 test-go:
 	$(GO) vet ./...
@@ -47,11 +94,25 @@ fuzz:
 test-clients: build
 	./tests/clients/run.sh $(BIN)
 
+# The release binaries: the sums verify, each is a static ELF of its
+# architecture, stamped with the version.
+test-release: release
+	./tests/release/check.sh $(DIST) $(VERSION)
+
+# The Kubernetes manifests, decoded strictly into the API's Go types by a
+# module of their own (deploy/kubernetes/validate), and that module's tests.
+test-manifests:
+	cd deploy/kubernetes/validate && $(GO) vet ./... && $(GO) test -count=1 ./... && \
+		$(GO) run . -agent-version $$(cat ../../../VERSION) ..
+
+# The image, the three ways of baking the agent into another image, and the
+# agent as PID 1 in a container, under a dockerd of its own; installs
+# docker.io and busybox-static when missing, skips where dockerd cannot run.
+test-image: build
+	VERSION=$(VERSION) ./tests/image/run.sh $(BIN)
+
 bench: build
 	$(GO) run ./cmd/sandbox-bench -bin $(BIN)
 
-docker:
-	docker build -t $(IMAGE) .
-
 clean:
-	rm -rf bin
+	rm -rf bin $(DIST)
