@@ -16,7 +16,9 @@ import sys
 import requests
 
 base_url = os.environ.get('SANDBOX_URL', 'http://127.0.0.1:3030')
-secret = os.environ['SANDBOX_SECRET']
+secret = os.environ.get('SANDBOX_SECRET')
+if not secret or len(sys.argv) != 2:
+    sys.exit('usage: SANDBOX_SECRET=<secret> python3 logs.py PROCESS_ID')
 process_id = sys.argv[1]
 
 response = requests.get(

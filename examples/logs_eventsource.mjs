@@ -3,7 +3,7 @@
 // the last event it got as Last-Event-ID. Every log event's id is its line
 // number, so the agent resumes after that line: no line is lost or repeated.
 //
-//   npm install --no-save eventsource@3     # once, in this folder
+//   (cd examples && npm ci)                 # once: eventsource, from package-lock.json
 //   SANDBOX_SECRET=<secret> node examples/logs_eventsource.mjs PROCESS_ID
 //
 // SANDBOX_URL defaults to http://127.0.0.1:3030 (`make run`). Node.js 18+.

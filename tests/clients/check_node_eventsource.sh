@@ -17,9 +17,10 @@ relay_port=$(head -n 1 "$TMP/relay")
 
 # shellcheck disable=SC2016 # expanded by the agent's shell
 id=$(start_process 'for i in $(seq 1 200); do echo $i; sleep 0.02; done')
-example=$(node_example logs_eventsource.mjs)
+# As the example says: run where it is, after npm ci in examples/ (run.sh).
 rc=0
-SANDBOX_URL="http://127.0.0.1:$relay_port" timeout 30 node "$example" "$id" >"$TMP/got" 2>"$TMP/err" || rc=$?
+SANDBOX_URL="http://127.0.0.1:$relay_port" timeout 30 node "$EXAMPLES_DIR/logs_eventsource.mjs" "$id" \
+  >"$TMP/got" 2>"$TMP/err" || rc=$?
 ((rc == 0)) || { cat "$TMP/err" >&2; fail "logs_eventsource.mjs exited with $rc"; }
 
 seq 1 200 | sed 's/^/[stdout] /' >"$TMP/want"
@@ -47,5 +48,5 @@ print(f"the stream was cut inside line {cut}; the client reconnected with Last-E
       f" and the agent resumed at line {second['firstId']}")
 PY
 ) || fail "relay record: $(tail -n +2 "$TMP/relay")"
-version=$(node -p 'require(process.argv[1]).version' "$CLIENTS_DIR/node_modules/eventsource/package.json")
+version=$(node -p 'require(process.argv[1]).version' "$EXAMPLES_DIR/node_modules/eventsource/package.json")
 echo "200 lines once each, in order, then complete; $summary (eventsource $version)"

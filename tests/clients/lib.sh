@@ -97,16 +97,6 @@ PING_WANT='[stdout] line 1
 [stdout] ünïcødé ✓ "q" \ data: x
 [stderr] to stderr'
 
-# node_example NAME copies example NAME next to a link to this folder's
-# node_modules, so that its imports resolve as they do for a user who ran
-# npm install beside it, and prints the copy's path.
-node_example() {
-  mkdir -p "$TMP/examples"
-  ln -sfn "$CLIENTS_DIR/node_modules" "$TMP/examples/node_modules"
-  cp "$EXAMPLES_DIR/$1" "$TMP/examples/$1"
-  echo "$TMP/examples/$1"
-}
-
 # free_port prints a loopback port that was free a moment ago.
 free_port() {
   "$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'

@@ -8,11 +8,11 @@
 # On a fresh Debian machine it installs what is missing (as root, with
 # apt-get: curl, wget, nodejs and npm, python3-requests, python3-websocket,
 # chromium, openssh-server and -client, python3-paramiko; PyPI is not
-# used), then
-# `npm ci` here (node_modules stays here, git-ignored). It starts BIN on free
-# loopback ports with a random secret and -keepalive 200ms, runs each
-# check_*.sh, prints one line per check and "N passed, M failed" last, and
-# exits non-zero if any failed. The agent is stopped on exit.
+# used; as another user it says what to install and fails), then `npm ci`
+# here and in examples/ (node_modules stays in each, git-ignored). It
+# starts BIN on free loopback ports with a random secret and -keepalive
+# 200ms, runs each check_*.sh, prints one line per check and "N passed, M
+# failed" last, and exits non-zero if any failed. The agent is stopped on exit.
 set -euo pipefail
 
 [ $# -eq 1 ] || { echo "usage: $0 BIN" >&2; exit 2; }
@@ -79,9 +79,13 @@ PYDEB=/usr/bin/python3
 "$PYDEB" -c 'import paramiko'
 export PYDEB
 
+# npm ci here (the checks' packages) and in examples/ (the examples' own,
+# as their README step says).
 npm_log=$(mktemp)
-(cd "$CLIENTS_DIR" && timeout 300 npm ci --no-audit --no-fund >"$npm_log" 2>&1) ||
-  { cat "$npm_log" >&2; echo "run.sh: npm ci failed" >&2; exit 1; }
+for dir in "$CLIENTS_DIR" "$EXAMPLES_DIR"; do
+  (cd "$dir" && timeout 300 npm ci --no-audit --no-fund >"$npm_log" 2>&1) ||
+    { cat "$npm_log" >&2; echo "run.sh: npm ci in $dir failed" >&2; exit 1; }
+done
 rm -f "$npm_log"
 
 # ---- the agent -------------------------------------------------------------
