@@ -78,6 +78,10 @@ docker:
 test: test-go test-clients test-release test-manifests test-image
 
 test-go:
+	@[ "$$(uname -s)" = Linux ] || { echo "make test needs Linux: the agent is Linux-only (process groups, /proc, PID 1)"; exit 1; }
+	@command -v "$$($(GO) env CC)" >/dev/null || \
+		{ echo "make test-go: go test -race needs a C compiler, $$($(GO) env CC) (Debian: apt-get install gcc)"; exit 1; }
+	$(GO) mod tidy -diff
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 10m ./...
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZ_SMOKE)
@@ -102,7 +106,7 @@ test-release: release
 # The Kubernetes manifests, decoded strictly into the API's Go types by a
 # module of their own (deploy/kubernetes/validate), and that module's tests.
 test-manifests:
-	cd deploy/kubernetes/validate && $(GO) vet ./... && $(GO) test -count=1 ./... && \
+	cd deploy/kubernetes/validate && $(GO) mod tidy -diff && $(GO) vet ./... && $(GO) test -count=1 ./... && \
 		$(GO) run . -agent-version $$(cat ../../../VERSION) ..
 
 # The image, the three ways of baking the agent into another image, and the
