@@ -1,17 +1,22 @@
 #!/usr/bin/env bash
-# curl -N on GET /process_logs_streaming for a process running
-# `echo a; sleep 2; echo b`: the first log event arrives within 1 s of the
-# request, b about 2 s later, each event has its line number as id, and
-# complete ends the stream when the process exits.
+# curl -N on GET /process_logs_streaming for a process that prints a and
+# then waits for the check (LIVE_CMD): curl must show a, and pings while
+# the process is silent, before the process can go on to print b (see
+# await_live); each event has its line number as id, and complete ends
+# the stream when the process exits.
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"
 
-id=$(start_process 'echo a; sleep 2; echo b')
-t0=$(now_us)
-curl -sS -N --max-time 20 --fail-with-body "$SANDBOX_URL/process_logs_streaming?id=$id" -H "$AUTH" |
-  stamp >"$TMP/stream"
+GO=$TMP/go
+body=$("$PY" -c 'import json, sys; print(json.dumps({"cmd": sys.argv[1], "env": {"GO": sys.argv[2]}}))' "$LIVE_CMD" "$GO")
+reply=$(curl -sS --max-time 10 --fail-with-body -X POST "$SANDBOX_URL/start_process" \
+  -H "$AUTH" -H 'Content-Type: application/json' -d "$body") || fail "start_process: $reply"
+id=$("$PY" -c 'import json, sys; print(json.loads(sys.argv[1])["id"])' "$reply")
 
-check_live_timing "$TMP/stream" "$t0"
+curl -sS -N --max-time 40 --fail-with-body "$SANDBOX_URL/process_logs_streaming?id=$id" -H "$AUTH" >"$TMP/stream" &
+BG_PIDS+=($!)
+await_live "$TMP/stream"
+wait "${BG_PIDS[-1]}" || fail "curl failed"
 
 cat >"$TMP/want" <<'W'
 id: 1
@@ -25,4 +30,4 @@ data: {"message":"stream ended"}
 W
 events "$TMP/stream" >"$TMP/got"
 same "$TMP/want" "$TMP/got"
-echo "first line after $first_ms ms, second $gap_ms ms later, $n pings, then complete"
+echo "a arrived while the process still ran, with $n pings before it went on; then complete"
