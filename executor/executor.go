@@ -58,6 +58,13 @@ type Command struct {
 	// Timeout, if positive, is how long the command may run before its
 	// process group is killed and it ends with ExitTimedOut.
 	Timeout time.Duration
+	// Input, if not empty, is written to the command's stdin, which is
+	// then closed unless Stdin is set. Empty, and without Stdin, stdin is
+	// /dev/null. See stdin.go.
+	Input string
+	// Stdin keeps the command's stdin a pipe open after Input, for
+	// Process.WriteStdin, until Process.CloseStdin or the command's end.
+	Stdin bool
 }
 
 // Runner starts commands. The zero Runner is ready to use.
@@ -101,8 +108,9 @@ type Runner struct {
 
 	// The pipe readers' buffers are reused: a /run of `true` would
 	// otherwise allocate two of them, most of its garbage.
-	rawBufs  sync.Pool // *[]byte of readSize, for Run
-	lineBufs sync.Pool // *[]byte of maxLine()+readSize, for Start
+	rawBufs   sync.Pool // *[]byte of readSize, for Run
+	lineBufs  sync.Pool // *[]byte of maxLine()+readSize, for Start
+	stdinBufs sync.Pool // *[]byte of stdinBufSize, for WriteStdin
 
 	// mu guards running, groups and pruneAt.
 	mu      sync.Mutex
@@ -163,6 +171,7 @@ type Process struct {
 	cmd      *exec.Cmd
 	runner   *Runner
 	readers  [2]*pipeReader // stdout, stderr
+	stdin    *stdinPipe     // nil if stdin is /dev/null
 	done     chan struct{}  // closed by wait once res is set
 	res      Result
 	timedOut atomic.Bool // set by cmd.Cancel when the timeout, not the caller, ended the command
@@ -245,15 +254,25 @@ func (r *Runner) startProcess(ctx context.Context, c Command, bufs buffers, stdo
 		closeAll(outR, outW)
 		return nil, err
 	}
+	inR, err := p.openStdin(c)
+	if err != nil {
+		cancelTimeout()
+		closeAll(outR, outW, errR, errW)
+		return nil, err
+	}
 	// Passing *os.File makes the child write straight into the pipes: no
 	// copying goroutine inside exec, and Wait does not wait for output.
 	cmd.Stdout, cmd.Stderr = outW, errW
+	if inR != nil {
+		cmd.Stdin = inR
+	}
 	if err := p.startCmd(); err != nil {
 		cancelTimeout()
-		closeAll(outR, outW, errR, errW)
+		closeAll(outR, outW, errR, errW, inR)
+		p.abortStdin()
 		return nil, startError(c, err)
 	}
-	closeAll(outW, errW) // the child has its copies; EOF comes when it and its children close theirs
+	closeAll(outW, errW, inR) // the child has its copies; EOF comes when it and its children close theirs
 	r.oom.adjust(cmd.Process.Pid, r.OOMScoreAdj)
 	r.started(p)
 	if c.OnStart != nil {
@@ -270,6 +289,7 @@ func (r *Runner) startProcess(ctx context.Context, c Command, bufs buffers, stdo
 	readers := make(chan struct{}, 2)
 	go p.readers[0].run(readers)
 	go p.readers[1].run(readers)
+	p.startStdin(ctx, c.Input)
 	go p.wait(ctx, cancelTimeout, readers)
 	return p, nil
 }
@@ -300,7 +320,7 @@ func (r *Runner) env(c Command) []string {
 // wait is the only caller of cmd.Wait. It runs in its own goroutine; it
 // ends when the shell has exited and both pipe readers have finished (see
 // pipeReader for how long they read after the exit). It owns the two
-// pipeReader goroutines and closes their pipes.
+// pipeReader goroutines and closes their pipes, and the stdin writer's.
 func (p *Process) wait(ctx context.Context, cancelTimeout context.CancelFunc, readers <-chan struct{}) {
 	defer cancelTimeout()
 	_ = p.cmd.Wait() // the exit status is read from ProcessState below
@@ -325,6 +345,7 @@ func (p *Process) wait(ctx context.Context, cancelTimeout context.CancelFunc, re
 		}
 	}
 	closeAll(p.readers[0].f, p.readers[1].f)
+	p.endStdin()
 
 	p.res = result(p.cmd.ProcessState, p.timedOut.Load())
 	p.res.Truncated = p.readers[0].truncated || p.readers[1].truncated
