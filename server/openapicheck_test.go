@@ -168,10 +168,10 @@ func (ex *exchange) check(cw *checkWriter, body *bodyRecorder) {
 	} else {
 		ex.req.Body = io.NopCloser(bytes.NewReader(body.json.buf))
 		ex.req.ContentLength = int64(len(body.json.buf))
-		if len(body.json.buf) > 0 {
+		if len(body.json.buf) > 0 && !isRawBody(ex.req) {
 			// The agent reads every body as JSON whatever its label
 			// (curl -d says application/x-www-form-urlencoded), and the
-			// document says so.
+			// document says so, except a raw body (/write_stdin's).
 			ex.req.Header.Set("Content-Type", "application/json")
 		}
 	}

@@ -28,6 +28,9 @@ func (s *Server) routes() {
 	r.Handle("/kill_process", s.wrap(s.handleProcessKill)).Methods(post)
 	r.Handle("/process_logs_streaming", s.wrap(s.handleProcessLogs)).Methods(get, post)
 
+	r.Handle("/write_stdin", s.wrap(s.handleStdinWrite)).Methods(post)
+	r.Handle("/close_stdin", s.wrap(s.handleStdinClose)).Methods(post)
+
 	r.Handle("/write_file", s.wrap(s.handleFileWrite)).Methods(post)
 	r.Handle("/read_file", s.wrap(s.handleFileRead)).Methods(post)
 	r.Handle("/delete_file", s.wrap(s.handleFileDelete)).Methods(post)

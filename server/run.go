@@ -33,6 +33,11 @@ type commandRequest struct {
 	Session string `json:"session"`
 	// User, if set, runs the command as that user (a name or a uid).
 	User stringOrNumber `json:"user"`
+	// Input is written to the command's stdin; see stdin.go.
+	Input string `json:"input"`
+	// Stdin keeps a background process's stdin open for /write_stdin;
+	// /run and /run_streaming refuse it.
+	Stdin bool `json:"stdin"`
 }
 
 // command validates req and returns the command it asks for.
@@ -40,7 +45,7 @@ func (req commandRequest) command() (executor.Command, error) {
 	if req.Cmd == "" {
 		return executor.Command{}, errorf(http.StatusBadRequest, "cmd is required")
 	}
-	c := executor.Command{Cmd: req.Cmd, Dir: req.Cwd, Env: req.Env}
+	c := executor.Command{Cmd: req.Cmd, Dir: req.Cwd, Env: req.Env, Input: req.Input, Stdin: req.Stdin}
 	var err error
 	c.Timeout, err = seconds("timeout", req.Timeout)
 	return c, err
@@ -73,6 +78,11 @@ func (s *Server) decodeCommand(w http.ResponseWriter, r *http.Request, foregroun
 	c, err := req.command()
 	if err != nil {
 		return c, nil, err
+	}
+	if foreground {
+		if err := checkNoStdin(c); err != nil {
+			return c, nil, err
+		}
 	}
 	return s.sessionCommand(req.Session, string(req.User), c, foreground)
 }
@@ -203,6 +213,9 @@ func (s *Server) handleRunStreaming(w http.ResponseWriter, r *http.Request) erro
 	}
 	c, err := req.command()
 	if err != nil {
+		return err
+	}
+	if err := checkNoStdin(c); err != nil {
 		return err
 	}
 	c, call, err := s.sessionCommand(req.Session, string(req.User), c, true)
