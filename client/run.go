@@ -34,6 +34,15 @@ type Command struct {
 	// command is silent, for clients and proxies that end idle
 	// connections. Run and StartProcess ignore it.
 	Keepalive bool
+	// Input, if not empty, is written to the command's stdin, which is
+	// then closed unless Stdin is set. Empty, and without Stdin, the
+	// command reads /dev/null. It is sent as JSON text: binary data goes
+	// through WriteStdin.
+	Input string
+	// Stdin keeps a background process's stdin open (after Input) for
+	// WriteStdin, until CloseStdin or its end. StartProcess only: Run
+	// and RunStream are refused (a 400 *Error).
+	Stdin bool
 }
 
 // commandBody is a Command on the wire.
@@ -45,10 +54,13 @@ type commandBody struct {
 	Session   string            `json:"session,omitempty"`
 	User      string            `json:"user,omitempty"`
 	Keepalive bool              `json:"keepalive,omitempty"`
+	Input     string            `json:"input,omitempty"`
+	Stdin     bool              `json:"stdin,omitempty"`
 }
 
 func (c Command) body(streaming bool) commandBody {
-	b := commandBody{Cmd: c.Cmd, Cwd: c.Cwd, Env: c.Env, Session: c.Session, User: c.User, Keepalive: streaming && c.Keepalive}
+	b := commandBody{Cmd: c.Cmd, Cwd: c.Cwd, Env: c.Env, Session: c.Session, User: c.User, Keepalive: streaming && c.Keepalive,
+		Input: c.Input, Stdin: c.Stdin}
 	if c.Timeout > 0 {
 		b.Timeout = c.Timeout.Seconds()
 	}

@@ -1,0 +1,76 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+)
+
+// WriteStdin streams r into the stdin of background process id, which
+// must have been started with Command.Stdin, and returns how many bytes
+// were written: all of r's, or, with an error, the part the process took
+// before it. It uses the raw form of /write_stdin, so r may be of any
+// size and is sent as it is read; the agent writes it whole, never
+// interleaved with another request's data. r is not closed.
+//
+// The reply comes once the process has taken all of the data. If the
+// process reads none of it for the agent's body timeout (30 s by
+// default), the write fails with a 409 *Error; a process that has ended,
+// has closed its stdin, or was started without it is a 409 *Error too,
+// an unknown id an *Error matching ErrProcessNotFound.
+func (c *Client) WriteStdin(ctx context.Context, id string, r io.Reader) (int64, error) {
+	if rc, ok := r.(io.ReadCloser); ok {
+		r = struct{ io.Reader }{rc} // net/http would close it
+	}
+	// NewRequest sets the length of the readers whose length it knows
+	// (bytes.Reader, strings.Reader, bytes.Buffer); others go chunked.
+	u := c.base + "/write_stdin?" + url.Values{"id": {id}}.Encode()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, r)
+	if err != nil {
+		return 0, err
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	req.Header.Set("Content-Type", "application/octet-stream")
+	resp, err := c.do(req)
+	if err != nil {
+		return writtenBefore(err), err
+	}
+	defer resp.Body.Close()
+	var reply struct {
+		Written int64 `json:"written"`
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, maxErrorBody)).Decode(&reply); err != nil {
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return 0, ctxErr
+		}
+		return 0, fmt.Errorf("POST /write_stdin: reading the reply: %w", err)
+	}
+	return reply.Written, nil
+}
+
+// writtenBefore returns the "written" of an agent's error reply: how much
+// went in before the error.
+func writtenBefore(err error) int64 {
+	var e *Error
+	if errors.As(err, &e) {
+		if n, ok := e.Details["written"].(float64); ok {
+			return int64(n)
+		}
+	}
+	return 0
+}
+
+// CloseStdin closes the stdin of background process id: it reads EOF
+// after what was written before (a WriteStdin still in progress is not
+// cut). Closing again, or after the process has ended, succeeds. A process
+// started without Command.Stdin is a 409 *Error; an unknown id an *Error
+// matching ErrProcessNotFound.
+func (c *Client) CloseStdin(ctx context.Context, id string) error {
+	return c.call(ctx, http.MethodPost, "/close_stdin", map[string]string{"id": id}, nil)
+}
