@@ -8,8 +8,9 @@ import (
 	"os"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // A command's standard input. Without Command.Input or Command.Stdin it is
@@ -51,12 +52,14 @@ type stdinPipe struct {
 	inputDone chan struct{} // closed when writeInput ends; nil without input
 	closeOnce sync.Once     // closes f
 
-	// mu guards writing and closing, and f's write deadline, which the
-	// writer holding turn and its context watcher both set.
+	// mu guards the fields below, and f's write deadline and the read
+	// deadline of a writer's socket, which the writer holding turn, its
+	// context watcher and endStdin all set.
 	mu      sync.Mutex
-	writing bool // a writer holds turn
-	closing bool // no writer may start; f is closed as soon as none writes
-	ended   bool // the command has ended (set with closing)
+	writing bool         // a writer holds turn
+	writer  *stdinWriter // the writer's state while it copies; nil between copies
+	closing bool         // no writer may start; f is closed as soon as none writes
+	ended   bool         // the command has ended (set with closing)
 }
 
 // openStdin creates p's stdin pipe if c asks for one, and returns its read
@@ -71,8 +74,25 @@ func (p *Process) openStdin(c Command) (*os.File, error) {
 	if err != nil {
 		return nil, err
 	}
+	growPipe(w)
 	p.stdin = &stdinPipe{f: w, keep: c.Stdin, turn: make(chan struct{}, 1), closingCh: make(chan struct{})}
 	return r, nil
+}
+
+// stdinPipeSize is the capacity asked for a stdin pipe: the default
+// maximum of an unprivileged pipe (/proc/sys/fs/pipe-max-size), sixteen
+// times the default 64 KiB. A large write then wakes the command once a
+// megabyte rather than once every 64 KiB. The pages are the kernel's, and
+// only while they hold data the command has not read.
+const stdinPipeSize = 1 << 20
+
+// growPipe sets w's pipe to stdinPipeSize, if the system allows it; if
+// not, the pipe keeps its capacity. It goes through SyscallConn: Fd would
+// make w blocking.
+func growPipe(w *os.File) {
+	if sc, err := w.SyscallConn(); err == nil {
+		_ = sc.Control(func(fd uintptr) { _, _ = unix.FcntlInt(fd, unix.F_SETPIPE_SZ, stdinPipeSize) })
+	}
 }
 
 // abortStdin closes the write end of a command that did not start.
@@ -100,7 +120,7 @@ func (p *Process) startStdin(ctx context.Context, input string) {
 	s.turn <- struct{}{} // free: nobody else has seen s
 	s.writing = true
 	s.inputDone = make(chan struct{})
-	go s.writeInput(ctx, input)
+	go s.writeInput(ctx, input, buffers{&p.runner.stdinBufs, stdinBufSize})
 }
 
 // writeInput writes input, then closes the pipe unless keep. It runs in
@@ -108,9 +128,9 @@ func (p *Process) startStdin(ctx context.Context, input string) {
 // (see endStdin). It ends once the input is written, or the write fails
 // (the command closed its stdin or ended: EPIPE is normal for a command
 // that does not read it all), or ctx ends, or the command has ended.
-func (s *stdinPipe) writeInput(ctx context.Context, input string) {
+func (s *stdinPipe) writeInput(ctx context.Context, input string, bufs buffers) {
 	defer close(s.inputDone)
-	_, _ = s.copy(ctx, strings.NewReader(input), 0, buffers{})
+	_, _ = s.copy(ctx, strings.NewReader(input), 0, bufs)
 	if !s.keep {
 		s.mu.Lock()
 		s.setClosingLocked()
@@ -129,6 +149,9 @@ func (p *Process) endStdin() {
 	s.mu.Lock()
 	s.ended = true
 	s.setClosingLocked()
+	if s.writer != nil {
+		s.writer.stopLocked(errEnded) // wakes it if it waits for a socket, not the pipe
+	}
 	s.mu.Unlock()
 	s.closeFile() // a write waiting in the poller returns at once
 	if s.inputDone != nil {
@@ -245,97 +268,4 @@ func (s *stdinPipe) setClosingLocked() {
 
 func (s *stdinPipe) closeFile() {
 	s.closeOnce.Do(func() { _ = s.f.Close() })
-}
-
-// copy writes src to the pipe; the caller holds turn. bufs gives the copy
-// buffer when src cannot write itself out (an io.WriterTo); it is unused
-// for those.
-func (s *stdinPipe) copy(ctx context.Context, src io.Reader, stall time.Duration, bufs buffers) (int64, error) {
-	w := &stdinWriter{s: s, ctx: ctx, stall: stall}
-	stop := context.AfterFunc(ctx, w.cancel)
-	defer w.finish(stop)
-	if _, ok := src.(io.WriterTo); ok || bufs.pool == nil {
-		return io.Copy(w, src)
-	}
-	buf := bufs.get()
-	defer bufs.put(buf)
-	return io.CopyBuffer(w, src, buf)
-}
-
-// stdinWriter is one writer's view of the pipe: each Write stops when ctx
-// ends (cancel sets a deadline in the past) or, with a stall time, when
-// the command takes nothing for that long.
-type stdinWriter struct {
-	s     *stdinPipe
-	ctx   context.Context
-	stall time.Duration
-	// Guarded by s.mu: cancel may run while Write does.
-	cancelled bool // ctx ended: the deadline is in the past
-	finished  bool // the writer is done: cancel must not touch the deadline
-}
-
-// aLongTimeAgo is a deadline already past, which wakes a waiting write.
-var aLongTimeAgo = time.Unix(1, 0)
-
-// cancel is the writer's context watcher, run by context.AfterFunc.
-func (w *stdinWriter) cancel() {
-	w.s.mu.Lock()
-	defer w.s.mu.Unlock()
-	if !w.finished {
-		w.cancelled = true
-		_ = w.s.f.SetWriteDeadline(aLongTimeAgo)
-	}
-}
-
-// finish stops the watcher and clears the deadline for the next writer.
-func (w *stdinWriter) finish(stop func() bool) {
-	stop()
-	w.s.mu.Lock()
-	defer w.s.mu.Unlock()
-	w.finished = true
-	_ = w.s.f.SetWriteDeadline(time.Time{}) // ErrClosed once the pipe is closed: nothing to clear
-}
-
-// arm sets the deadline of the next write; false if ctx has ended.
-func (w *stdinWriter) arm() bool {
-	w.s.mu.Lock()
-	defer w.s.mu.Unlock()
-	if w.cancelled {
-		return false
-	}
-	if w.stall > 0 {
-		_ = w.s.f.SetWriteDeadline(time.Now().Add(w.stall))
-	}
-	return true
-}
-
-func (w *stdinWriter) Write(b []byte) (int, error) {
-	done := 0
-	for len(b) > 0 {
-		if !w.arm() {
-			return done, w.ctx.Err()
-		}
-		n, err := w.s.f.Write(b)
-		done += n
-		b = b[n:]
-		switch {
-		case err == nil:
-		case errors.Is(err, os.ErrDeadlineExceeded):
-			if n == 0 {
-				if ctxErr := w.ctx.Err(); ctxErr != nil {
-					return done, ctxErr
-				}
-				return done, ErrStdinStalled
-			}
-			// The command took some: the stall clock starts again, unless
-			// ctx has ended (arm says so).
-		case errors.Is(err, syscall.EPIPE):
-			return done, fmt.Errorf("%w: the process closed it or exited", ErrStdinClosed)
-		case errors.Is(err, os.ErrClosed):
-			return done, errEnded // only endStdin closes the pipe under a writer
-		default:
-			return done, err
-		}
-	}
-	return done, nil
 }

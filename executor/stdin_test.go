@@ -61,7 +61,7 @@ func TestRunInputCancelled(t *testing.T) {
 	var r Runner
 	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
 	defer cancel()
-	out, err := r.Run(ctx, Command{Cmd: "sleep 30", Input: strings.Repeat("x", 1<<20)})
+	out, err := r.Run(ctx, Command{Cmd: "sleep 30", Input: strings.Repeat("x", 4<<20)})
 	require.NoError(t, err)
 	assert.Equal(t, 128+int(syscall.SIGKILL), out.Code)
 }
@@ -115,7 +115,7 @@ func TestWriteStdinRefusedWithoutStdin(t *testing.T) {
 func TestWriteStdinToCommandThatDoesNotRead(t *testing.T) {
 	var r Runner
 	p, _ := startCat(t, &r, Command{Cmd: "sleep 30", Stdin: true})
-	payload := strings.Repeat("z", 1<<20)
+	payload := strings.Repeat("z", 4<<20) // more than the pipe holds
 
 	ctx, cancel := context.WithCancel(t.Context())
 	type result struct {
