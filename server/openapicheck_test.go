@@ -327,18 +327,29 @@ type checkWriter struct {
 	events   *eventChecker // nil unless the reply is an event stream
 	binary   *binaryReply  // nil unless the document says the reply is bytes (a download)
 	writeErr bool          // a write failed: the client left, the rest is lost
-	hijacked bool          // a tunnel or a WebSocket took the connection over
+	hijacked bool          // a tunnel, a WebSocket or a spliced write took the connection over
+	tee      *teeConn      // the connection of a hijacked reply written by hand, kept for end; nil for others
 }
 
-// Hijack lets a tunnel or a WebSocket take the connection over, and notes
-// it: the status is then written past the checker, by hand (CONNECT's
-// 200) or by the upgrade (101).
+// Hijack lets a tunnel, a WebSocket or a spliced /write_stdin take the
+// connection over, and notes it. A tunnel's or a WebSocket's status is
+// then written past the checker, by hand (CONNECT's 200) or by the
+// upgrade (101), and what follows is another protocol. Any other handler
+// writes a whole HTTP reply by hand (/write_stdin's spliced replies): the
+// connection is handed over wrapped, so that end can read that reply
+// from what was written and check it as any other.
 func (cw *checkWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	c, brw, err := http.NewResponseController(cw.ResponseWriter).Hijack()
-	if err == nil {
-		cw.hijacked = true
+	if err != nil {
+		return c, brw, err
 	}
-	return c, brw, err
+	cw.hijacked = true
+	if cw.status != 0 || cw.ex.req.Method == http.MethodConnect || isWebSocketUpgrade(cw.ex.req) {
+		return c, brw, nil
+	}
+	cw.tee = &teeConn{Conn: c}
+	brw.Writer.Reset(cw.tee)
+	return cw.tee, brw, nil
 }
 
 func (cw *checkWriter) WriteHeader(code int) {
@@ -384,6 +395,9 @@ func (cw *checkWriter) started(code int) {
 
 // end completes the reply once the handler has returned.
 func (cw *checkWriter) end() {
+	if cw.tee != nil {
+		cw.readHijackedReply()
+	}
 	switch {
 	case cw.status != 0:
 	case cw.hijacked && cw.ex.req.Method == http.MethodConnect:
@@ -496,4 +510,67 @@ func (e *eventChecker) check(ev sse.Event) {
 	if err != nil {
 		e.ex.report("event %q does not match %s: %v (data %.200q)", name, ref, err, ev.Data)
 	}
+}
+
+// readHijackedReply reads the reply the handler wrote on the connection it
+// took over: interim 100 Continue replies, then the final one, whose
+// status, headers and body the checks then see. A 101 (an upgrade) ends
+// the reply: what follows is another protocol.
+func (cw *checkWriter) readHijackedReply() {
+	br := bufio.NewReader(bytes.NewReader(cw.tee.written()))
+	for {
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			cw.ex.report("hijacked connection: no readable HTTP reply: %v", err)
+			return
+		}
+		if resp.StatusCode == http.StatusContinue {
+			continue
+		}
+		cw.status, cw.header = resp.StatusCode, resp.Header
+		if resp.StatusCode != http.StatusSwitchingProtocols {
+			body, _ := io.ReadAll(resp.Body)
+			cw.json.Write(body)
+		}
+		return
+	}
+}
+
+// teeConn is a hijacked connection that keeps a copy of what is written
+// on it. NetConn and CloseWrite reach the connection underneath, as the
+// agent's own Conn lets them.
+type teeConn struct {
+	net.Conn
+	mu  sync.Mutex // guards buf: writes may come from several goroutines
+	buf bytes.Buffer
+}
+
+func (t *teeConn) Write(p []byte) (int, error) {
+	n, err := t.Conn.Write(p)
+	t.mu.Lock()
+	if t.buf.Len() < maxSkeleton {
+		t.buf.Write(p[:n])
+	}
+	t.mu.Unlock()
+	return n, err
+}
+
+func (t *teeConn) written() []byte {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return bytes.Clone(t.buf.Bytes())
+}
+
+func (t *teeConn) NetConn() net.Conn {
+	if nc, ok := t.Conn.(interface{ NetConn() net.Conn }); ok {
+		return nc.NetConn()
+	}
+	return t.Conn
+}
+
+func (t *teeConn) CloseWrite() error {
+	if cw, ok := t.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
 }

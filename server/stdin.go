@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"errors"
@@ -64,7 +65,7 @@ func (s *Server) handleStdinWrite(w http.ResponseWriter, r *http.Request) error 
 		if err != nil {
 			return errorf(http.StatusBadRequest, "invalid base64 data: %v", err)
 		}
-		src = strings.NewReader(string(data))
+		src = bytes.NewReader(data)
 	}
 	p, err := s.procs.Get(req.ID)
 	if err != nil {
@@ -96,13 +97,25 @@ func (s *Server) writeStdinRaw(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return stdinError(0, err)
 	}
+	if canSplice(r) && s.writeStdinSpliced(w, r, p) {
+		return nil
+	}
 	body := newProgressReader(w, r.Body)
 	n, err := p.WriteStdin(r.Context(), body, s.cfg.BodyTimeout)
 	body.Done()
+	if err != nil {
+		return s.rawWriteError(n, err)
+	}
+	encode(w, http.StatusOK, stdinReply{Success: true, Written: n})
+	return nil
+}
+
+// rawWriteError is the reply to a raw write that failed after n bytes:
+// the process's side (stdinError, or 409 when it read nothing for the body
+// timeout), or the body's (408 when it made no progress for that long,
+// else 400).
+func (s *Server) rawWriteError(n int64, err error) error {
 	switch {
-	case err == nil:
-		encode(w, http.StatusOK, stdinReply{Success: true, Written: n})
-		return nil
 	case errors.Is(err, executor.ErrStdinStalled):
 		return withWritten(n, errorf(http.StatusConflict, "the process read none of its stdin for %s", s.cfg.BodyTimeout))
 	case isStdinWriteError(err):

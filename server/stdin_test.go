@@ -3,7 +3,9 @@ package server
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -167,13 +169,15 @@ func TestWriteStdinRawAndBase64ThenCloseReachesWC(t *testing.T) {
 	assert.Equal(t, http.StatusOK, code)
 }
 
-// Many concurrent writes of distinct long payloads, JSON and raw, into
-// one cat: each payload comes out in one piece.
+// Many concurrent writes of distinct long payloads, JSON and raw (copied,
+// and spliced past spliceMin), into one cat: each payload comes out in
+// one piece.
 func TestWriteStdinConcurrentRequestsDoNotInterleave(t *testing.T) {
-	ts, s := newTestServer(t)
+	ts, s := newTestServerWith(t, Config{}, &executor.Runner{DrainDelay: 500 * time.Millisecond},
+		procs.Options{MaxLines: 20_000, MaxBytes: 64 << 20})
 	id := startStdin(t, ts, "cat", map[string]any{"stdin": true})
-	const writers, lines = 8, 1000 // about 100 KiB each, more than a pipe holds
-	pad := strings.Repeat(".", 90)
+	const writers, lines = 12, 1200 // 1.2 MiB each, more than the pipe holds
+	pad := strings.Repeat(".", 1010)
 	var wg sync.WaitGroup
 	for w := range writers {
 		wg.Go(func() {
@@ -184,9 +188,12 @@ func TestWriteStdinConcurrentRequestsDoNotInterleave(t *testing.T) {
 			var code int
 			var body map[string]any
 			var err error
-			if w%2 == 0 {
-				code, body, err = writeRaw(t.Context(), ts, id, strings.NewReader(b.String()))
-			} else {
+			switch w % 3 {
+			case 0:
+				code, body, err = writeRaw(t.Context(), ts, id, strings.NewReader(b.String())) // spliced
+			case 1:
+				code, body, err = writeRaw(t.Context(), ts, id, io.MultiReader(strings.NewReader(b.String()))) // chunked: copied
+			default:
 				code, body, err = writeJSON(t.Context(), ts, id, b.String())
 			}
 			assert.NoError(t, err)
@@ -227,7 +234,7 @@ func TestWriteStdinBlockedWriteBlocksOnlyItself(t *testing.T) {
 	}
 	blocked := make(chan reply, 1)
 	go func() {
-		code, body, err := writeJSON(context.WithoutCancel(t.Context()), ts, sleeper, strings.Repeat("z", 1<<20))
+		code, body, err := writeJSON(context.WithoutCancel(t.Context()), ts, sleeper, strings.Repeat("z", 4<<20))
 		assert.NoError(t, err)
 		blocked <- reply{code, body}
 	}()
@@ -261,26 +268,30 @@ func TestWriteStdinBlockedWriteBlocksOnlyItself(t *testing.T) {
 // end, the write gives up once the process has read nothing for the body
 // timeout.
 func TestWriteStdinClientGivesUp(t *testing.T) {
-	ts, _ := newTestServerWith(t, Config{BodyTimeout: 300 * time.Millisecond},
-		&executor.Runner{DrainDelay: 500 * time.Millisecond}, procs.Options{})
+	ts, _ := newTestServer(t)
 	id := startStdin(t, ts, "sleep 100", map[string]any{"stdin": true})
-
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() {
-		_, _, err := writeJSON(ctx, ts, id, strings.Repeat("j", 1<<20))
+		_, _, err := writeJSON(ctx, ts, id, strings.Repeat("j", 4<<20))
 		done <- err
 	}()
 	require.Eventually(t, func() bool { return handlersIn(pipeWrite) == 1 }, 10*time.Second, 10*time.Millisecond)
 	cancel()
 	assert.ErrorIs(t, <-done, context.Canceled)
 	require.Eventually(t, func() bool { return handlersIn(writeHandler) == 0 }, 10*time.Second, 10*time.Millisecond)
+	call(t, ts, "POST", "/kill_process", map[string]any{"id": id})
 
-	// Raw, the body still open: the client sends 1 MiB and then nothing.
+	// The raw form, with a short body timeout.
+	ts, _ = newTestServerWith(t, Config{BodyTimeout: 300 * time.Millisecond},
+		&executor.Runner{DrainDelay: 500 * time.Millisecond}, procs.Options{})
+	id = startStdin(t, ts, "sleep 100", map[string]any{"stdin": true})
+
+	// Chunked, so copied: the client sends 4 MiB and then nothing.
 	ctx, cancel = context.WithCancel(t.Context())
 	pr, pw := io.Pipe()
 	go func() {
-		_, _ = pw.Write(bytes.Repeat([]byte("r"), 1<<20))
+		_, _ = pw.Write(bytes.Repeat([]byte("r"), 4<<20))
 		<-ctx.Done()
 		pw.CloseWithError(ctx.Err())
 	}()
@@ -300,7 +311,7 @@ func TestWriteStdinClientGivesUp(t *testing.T) {
 	sender := make(chan struct{})
 	go func() {
 		defer close(sender)
-		_, _ = pw2.Write(bytes.Repeat([]byte("s"), 1<<20))
+		_, _ = pw2.Write(bytes.Repeat([]byte("s"), 4<<20))
 		<-replied
 		pw2.Close()
 	}()
@@ -314,6 +325,157 @@ func TestWriteStdinClientGivesUp(t *testing.T) {
 	}
 	code, _ = call(t, ts, "POST", "/kill_process", map[string]any{"id": id})
 	assert.Equal(t, http.StatusOK, code)
+}
+
+// A raw body of a known length past spliceMin is spliced: the reply
+// closes the connection; every byte arrives; and "Expect: 100-continue",
+// which curl sends for large bodies, is answered.
+func TestWriteStdinLargeRawBodyIsSpliced(t *testing.T) {
+	ts, s := newTestServer(t)
+	id := startStdin(t, ts, "sha256sum", map[string]any{"stdin": true})
+	data := bytes.Repeat([]byte{0, 1, 2, 0xff, '\n'}, 1<<20)  // 5 MiB
+	tr := &http.Transport{ExpectContinueTimeout: time.Minute} // waits for the 100
+	defer tr.CloseIdleConnections()
+	for i, chunk := range [][]byte{data[:3<<20], data[3<<20:]} {
+		req, err := http.NewRequestWithContext(t.Context(), "POST", ts.URL+"/write_stdin?id="+id, bytes.NewReader(chunk))
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+testSecret)
+		req.Header.Set("Content-Type", "application/octet-stream")
+		if i == 0 {
+			req.Header.Set("Expect", "100-continue")
+		}
+		resp, err := tr.RoundTrip(req)
+		require.NoError(t, err)
+		var body map[string]any
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&body))
+		resp.Body.Close()
+		assert.Equal(t, http.StatusOK, resp.StatusCode, body)
+		assert.Equal(t, float64(len(chunk)), body["written"])
+		assert.True(t, resp.Close, "a spliced reply closes the connection")
+		assert.NotEmpty(t, resp.Header.Get("X-Request-Id"))
+	}
+	code, _ := call(t, ts, "POST", "/close_stdin", map[string]any{"id": id})
+	require.Equal(t, http.StatusOK, code)
+	waitStatus(t, s, id)
+	sum := sha256.Sum256(data)
+	assert.Equal(t, []string{hex.EncodeToString(sum[:]) + "  -"}, processLog(t, ts, id))
+}
+
+// Back-to-back spliced writes into a process that reads: each succeeds at
+// once. (Before spliceOnce looked at the socket before the splice rather
+// than after, data that reached the socket during a splice could make the
+// writer wait for a pipe that was not full, until the body timeout.)
+func TestWriteStdinSplicedBackToBack(t *testing.T) {
+	ts, _ := newTestServerWith(t, Config{BodyTimeout: 5 * time.Second},
+		&executor.Runner{DrainDelay: 500 * time.Millisecond}, procs.Options{})
+	id := startStdin(t, ts, "cat >/dev/null", map[string]any{"stdin": true})
+	data := bytes.Repeat([]byte("0123456789abcdef"), 5*spliceMin/16) // more than the pipe holds
+	for i := range 40 {
+		code, body, err := writeRaw(t.Context(), ts, id, bytes.NewReader(data))
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, code, "write %d: %v", i, body)
+	}
+	call(t, ts, "POST", "/close_stdin", map[string]any{"id": id})
+}
+
+// sendDeclared sends a raw write that declares n bytes and sends what body
+// gives, and returns the status and reply (err is the client's).
+func sendDeclared(ctx context.Context, ts *httptest.Server, id string, n int64, body io.Reader) (int, map[string]any, error) {
+	req, err := http.NewRequestWithContext(ctx, "POST", ts.URL+"/write_stdin?id="+id, body)
+	if err != nil {
+		return 0, nil, err
+	}
+	req.ContentLength = n
+	req.Header.Set("Authorization", "Bearer "+testSecret)
+	req.Header.Set("Content-Type", "application/octet-stream")
+	resp, err := ts.Client().Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	err = json.NewDecoder(resp.Body).Decode(&out)
+	return resp.StatusCode, out, err
+}
+
+// The spliced form ends, and leaves no handler behind, whichever side
+// stops: a process that reads nothing (409 after the body timeout), a
+// client that sends nothing (408 after it), a client that leaves, a
+// process killed while the write waits for the client.
+func TestWriteStdinSplicedStops(t *testing.T) {
+	ts, _ := newTestServerWith(t, Config{BodyTimeout: 300 * time.Millisecond},
+		&executor.Runner{DrainDelay: 500 * time.Millisecond}, procs.Options{})
+	const declared = 64 << 20
+	stalled := func(send int) (io.Reader, func()) { // sends send bytes, then nothing until stopped
+		pr, pw := io.Pipe()
+		stop := make(chan struct{})
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			_, _ = pw.Write(make([]byte, send))
+			<-stop
+			pw.CloseWithError(io.ErrUnexpectedEOF)
+		}()
+		return pr, func() { close(stop); pr.Close(); <-done }
+	}
+
+	sleeper := startStdin(t, ts, "sleep 100", map[string]any{"stdin": true})
+	body, stop := stalled(declared) // more than the pipe and the sockets hold
+	code, reply, err := sendDeclared(t.Context(), ts, sleeper, declared, body)
+	stop()
+	if err == nil { // the reply may race the agent closing the connection
+		assert.Equal(t, http.StatusConflict, code, reply)
+		assert.Equal(t, "the process read none of its stdin for 300ms", reply["error"])
+		assert.Positive(t, reply["written"])
+	}
+	require.Eventually(t, func() bool { return handlersIn(writeHandler) == 0 }, 10*time.Second, 10*time.Millisecond)
+
+	reader := startStdin(t, ts, "cat >/dev/null", map[string]any{"stdin": true})
+	body, stop = stalled(2 << 20)
+	code, reply, err = sendDeclared(t.Context(), ts, reader, declared, body)
+	stop()
+	if err == nil {
+		assert.Equal(t, http.StatusRequestTimeout, code, reply)
+		assert.Equal(t, "request body made no progress for 300ms", reply["error"])
+		assert.Equal(t, float64(2<<20), reply["written"])
+	}
+	require.Eventually(t, func() bool { return handlersIn(writeHandler) == 0 }, 10*time.Second, 10*time.Millisecond)
+
+	ctx, cancel := context.WithCancel(t.Context())
+	body, stop = stalled(2 << 20)
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := sendDeclared(ctx, ts, reader, declared, body)
+		done <- err
+	}()
+	require.Eventually(t, func() bool { return handlersIn("executor.(*stdinWriter).splice") == 1 }, 10*time.Second, 10*time.Millisecond)
+	cancel()
+	stop() // else the client's transport waits for the body it is still writing
+	<-done
+	require.Eventually(t, func() bool { return handlersIn(writeHandler) == 0 }, 10*time.Second, 10*time.Millisecond)
+
+	// Killed while the write waits for the client: 409, naming the status.
+	// (That the kill ends the wait at once, rather than at the stall, is
+	// executor's TestWriteStdinSpliceStops.)
+	body, stop = stalled(2 << 20)
+	replies := make(chan map[string]any, 1)
+	go func() {
+		code, reply, err := sendDeclared(t.Context(), ts, reader, declared, body)
+		if err == nil {
+			reply["status"] = float64(code)
+		}
+		replies <- reply
+	}()
+	require.Eventually(t, func() bool { return handlersIn("executor.(*stdinWriter).splice") == 1 }, 10*time.Second, 10*time.Millisecond)
+	code, _ = call(t, ts, "POST", "/kill_process", map[string]any{"id": reader})
+	assert.Equal(t, http.StatusOK, code)
+	if reply := <-replies; reply != nil {
+		assert.Equal(t, float64(http.StatusConflict), reply["status"], reply)
+		assert.Equal(t, "process is not running (status: killed)", reply["error"])
+	}
+	stop()
+	require.Eventually(t, func() bool { return handlersIn(writeHandler) == 0 }, 10*time.Second, 10*time.Millisecond)
+	call(t, ts, "POST", "/kill_process", map[string]any{"id": sleeper})
 }
 
 func TestWriteStdinErrors(t *testing.T) {
@@ -386,4 +548,23 @@ func TestWriteStdinErrors(t *testing.T) {
 			assert.Contains(t, []string{"id", "pid", "status", "command", "exit_code", "started_at", "completed_at"}, k)
 		}
 	}
+}
+
+// BenchmarkWriteStdinRaw sends 16 MiB raw bodies into one `cat >/dev/null`
+// over loopback HTTP, client included; b.SetBytes makes it MB/s.
+func BenchmarkWriteStdinRaw(b *testing.B) {
+	ts, s := newTestServerForBench(b)
+	p, err := s.procs.Start(executor.Command{Cmd: "cat >/dev/null", Stdin: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	data := bytes.Repeat([]byte("0123456789abcdef"), 1<<20)
+	b.SetBytes(int64(len(data)))
+	for b.Loop() {
+		code, body, err := writeRaw(b.Context(), ts, p.ID, io.MultiReader(bytes.NewReader(data))) // chunked
+		if err != nil || code != http.StatusOK {
+			b.Fatal(code, body, err)
+		}
+	}
+	_ = p.CloseStdin()
 }

@@ -1,0 +1,142 @@
+package server
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sandbox-executor/sandbox-executor/procs"
+)
+
+// A large raw /write_stdin body is moved from the socket into the
+// process's stdin pipe with splice(2), never through the agent's memory:
+// copied, it would cross user space twice (socket to buffer, buffer to
+// pipe) and halve the throughput a local pipe gets. net/http offers no
+// way to splice a body, so the handler takes the connection over
+// (Hijack), reads the body itself (what net/http had buffered, then the
+// socket), writes the reply and closes the connection. A client pays a
+// new connection for its next request: worth it from a megabyte on.
+
+// spliceMin is the smallest body that is spliced.
+const spliceMin = 1 << 20
+
+// canSplice reports whether r's raw body can be spliced: HTTP/1.x, with a
+// Content-Length of at least spliceMin.
+func canSplice(r *http.Request) bool {
+	return r.ProtoMajor == 1 && r.ContentLength >= spliceMin && len(r.TransferEncoding) == 0
+}
+
+// writeStdinSpliced serves the raw form of /write_stdin on the connection
+// taken over from net/http, and reports whether it did: false, having
+// done nothing, if the connection cannot be taken over.
+func (s *Server) writeStdinSpliced(w http.ResponseWriter, r *http.Request, p *procs.Process) bool {
+	conn, brw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		return false
+	}
+	defer conn.Close()
+	// Buffered holds what net/http read past the headers: the start of
+	// the body. The rest is read from the socket underneath the agent's
+	// connection wrapper, which splice needs (see Conn.NetConn).
+	sock := conn
+	if nc, ok := conn.(interface{ NetConn() net.Conn }); ok {
+		sock = nc.NetConn()
+	}
+	head := min(int64(brw.Reader.Buffered()), r.ContentLength)
+	var src io.Reader = io.MultiReader(io.LimitReader(brw.Reader, head),
+		&io.LimitedReader{R: sock, N: r.ContentLength - head})
+	if strings.EqualFold(r.Header.Get("Expect"), "100-continue") {
+		// net/http sends it at the first read of the body, which this
+		// handler no longer makes through it. Sent only once the write
+		// has its turn, so that a refusal comes before the body.
+		src = io.MultiReader(&sendContinue{w: conn}, src)
+	}
+	n, err := p.WriteStdin(r.Context(), src, s.cfg.BodyTimeout)
+	// The headers set so far (X-Request-Id) are the reply's too.
+	reply := &hijackedReply{header: w.Header().Clone()}
+	if err != nil {
+		s.writeError(reply, r, s.rawWriteError(n, err))
+	} else {
+		encode(reply, http.StatusOK, stdinReply{Success: true, Written: n})
+	}
+	reply.send(w, conn)
+	if err != nil {
+		linger(conn, brw.Reader)
+	}
+	return true
+}
+
+// sendContinue is a reader of nothing that, when first read, sends
+// "100 Continue" on w.
+type sendContinue struct {
+	w    io.Writer
+	sent bool
+}
+
+func (c *sendContinue) Read([]byte) (int, error) {
+	if !c.sent {
+		c.sent = true
+		if _, err := io.WriteString(c.w, "HTTP/1.1 100 Continue\r\n\r\n"); err != nil {
+			return 0, err
+		}
+	}
+	return 0, io.EOF
+}
+
+// hijackedReply is an http.ResponseWriter that keeps a reply for send to
+// write on a hijacked connection, so that encode and writeError serve it
+// as any other.
+type hijackedReply struct {
+	header http.Header
+	code   int
+	body   bytes.Buffer
+}
+
+func (h *hijackedReply) Header() http.Header { return h.header }
+
+func (h *hijackedReply) WriteHeader(code int) {
+	if h.code == 0 {
+		h.code = code
+	}
+}
+
+func (h *hijackedReply) Write(b []byte) (int, error) {
+	h.WriteHeader(http.StatusOK)
+	return h.body.Write(b)
+}
+
+// send writes the reply on conn as HTTP/1.1, the connection's last, and
+// records it in the access log's recorder w.
+func (h *hijackedReply) send(w http.ResponseWriter, conn net.Conn) {
+	h.header.Set("Content-Length", strconv.Itoa(h.body.Len()))
+	h.header.Set("Connection", "close")
+	h.header.Set("Date", time.Now().UTC().Format(http.TimeFormat))
+	bw := bufio.NewWriter(conn)
+	fmt.Fprintf(bw, "HTTP/1.1 %03d %s\r\n", h.code, http.StatusText(h.code))
+	_ = h.header.Write(bw)
+	_, _ = bw.WriteString("\r\n")
+	_, _ = bw.Write(h.body.Bytes())
+	_ = conn.SetWriteDeadline(time.Now().Add(lingerTimeout)) // a client that reads nothing must not hold the handler
+	_ = bw.Flush()                                           // an error means the client left
+	if rec, ok := w.(*recorder); ok {
+		rec.status, rec.bytes = h.code, int64(h.body.Len())
+	}
+}
+
+// linger half-closes conn and reads what the client still sends, for at
+// most lingerTimeout and lingerMax bytes, so that closing it does not
+// reset the connection before the client has read the reply. It is the
+// hijacked counterpart of closeAfterReply.
+func linger(conn net.Conn, r io.Reader) {
+	if cw, ok := conn.(interface{ CloseWrite() error }); ok {
+		_ = cw.CloseWrite()
+	}
+	_ = conn.SetReadDeadline(time.Now().Add(lingerTimeout))
+	_, _ = io.CopyN(io.Discard, r, lingerMax) // ends at the client's EOF, the deadline or the cap
+}
