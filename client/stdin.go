@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 )
 
 // WriteStdin streams r into the stdin of background process id, which
@@ -15,7 +16,10 @@ import (
 // were written: all of r's, or, with an error, the part the process took
 // before it. It uses the raw form of /write_stdin, so r may be of any
 // size and is sent as it is read; the agent writes it whole, never
-// interleaved with another request's data. r is not closed.
+// interleaved with another request's data. r is not closed. A body whose
+// length is known (a bytes or strings reader, a regular file, an
+// io.SectionReader) goes with a Content-Length, which lets the agent
+// splice one of a megabyte or more; others go chunked.
 //
 // The reply comes once the process has taken all of the data. If the
 // process reads none of it for the agent's body timeout (30 s by
@@ -23,15 +27,23 @@ import (
 // has closed its stdin, or was started without it is a 409 *Error too,
 // an unknown id an *Error matching ErrProcessNotFound.
 func (c *Client) WriteStdin(ctx context.Context, id string, r io.Reader) (int64, error) {
+	length, known := knownLength(r)
 	if rc, ok := r.(io.ReadCloser); ok {
 		r = struct{ io.Reader }{rc} // net/http would close it
 	}
 	// NewRequest sets the length of the readers whose length it knows
-	// (bytes.Reader, strings.Reader, bytes.Buffer); others go chunked.
+	// (bytes.Reader, strings.Reader, bytes.Buffer); others go chunked,
+	// but for those knownLength knows.
 	u := c.base + "/write_stdin?" + url.Values{"id": {id}}.Encode()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, r)
 	if err != nil {
 		return 0, err
+	}
+	if known {
+		req.ContentLength = length
+		if length == 0 {
+			req.Body = http.NoBody
+		}
 	}
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
@@ -52,6 +64,32 @@ func (c *Client) WriteStdin(ctx context.Context, id string, r io.Reader) (int64,
 		return 0, fmt.Errorf("POST /write_stdin: reading the reply: %w", err)
 	}
 	return reply.Written, nil
+}
+
+// knownLength returns how many bytes are left to read in r, if r is a
+// regular file or an io.SectionReader: sent with a Content-Length rather
+// than chunked, a body of a megabyte or more is moved by the agent with
+// splice(2), without copying it.
+func knownLength(r io.Reader) (int64, bool) {
+	var size int64
+	var seeker io.Seeker
+	switch v := r.(type) {
+	case *io.SectionReader:
+		size, seeker = v.Size(), v
+	case *os.File:
+		fi, err := v.Stat()
+		if err != nil || !fi.Mode().IsRegular() {
+			return 0, false
+		}
+		size, seeker = fi.Size(), v
+	default:
+		return 0, false
+	}
+	at, err := seeker.Seek(0, io.SeekCurrent)
+	if err != nil || at > size {
+		return 0, false
+	}
+	return size - at, true
 }
 
 // writtenBefore returns the "written" of an agent's error reply: how much

@@ -7,7 +7,10 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -93,4 +96,44 @@ func TestWriteStdinReportsWhatWentIn(t *testing.T) {
 	assert.Positive(t, n)
 	assert.Less(t, n, int64(4<<20))
 	require.NoError(t, a.c.KillProcess(ctx, p.ID, ""))
+}
+
+// A regular file goes with its Content-Length (which lets the agent
+// splice it), from where it stands, and is not closed.
+func TestWriteStdinFromFile(t *testing.T) {
+	var mu sync.Mutex
+	var lengths []int64
+	a := startAgent(t, agentConfig{wrap: func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/write_stdin" {
+				mu.Lock()
+				lengths = append(lengths, r.ContentLength)
+				mu.Unlock()
+			}
+			h.ServeHTTP(w, r)
+		})
+	}})
+	ctx := t.Context()
+	p, err := a.c.StartProcess(ctx, client.Command{Cmd: "sha256sum", Stdin: true})
+	require.NoError(t, err)
+	data := bytes.Repeat([]byte("file data\n"), 300<<10) // 3 MiB
+	path := filepath.Join(t.TempDir(), "f")
+	require.NoError(t, os.WriteFile(path, data, 0o600))
+	f, err := os.Open(path)
+	require.NoError(t, err)
+	defer f.Close()
+	_, err = f.Seek(100, io.SeekStart)
+	require.NoError(t, err)
+
+	n, err := a.c.WriteStdin(ctx, p.ID, f)
+	require.NoError(t, err)
+	assert.Equal(t, int64(len(data)-100), n)
+	_, err = f.Stat()
+	assert.NoError(t, err, "WriteStdin closed the file")
+	require.NoError(t, a.c.CloseStdin(ctx, p.ID))
+	sum := sha256.Sum256(data[100:])
+	assert.Equal(t, hex.EncodeToString(sum[:])+"  -\n", logText(t, a.c, p.ID))
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Equal(t, []int64{int64(len(data) - 100)}, lengths)
 }

@@ -61,6 +61,7 @@ func sections() []section {
 		{"session", "12: /run of true in a session", (*bench).sectionSession},
 		{"files", "13: /files: 1 GiB up and down, ranges, a tar.gz of 10,000 files", (*bench).sectionFiles},
 		{"tunnel", "14: CONNECT and WebSocket tunnels, preview proxy", (*bench).sectionTunnel},
+		{"stdin", "15: 100 MiB through /write_stdin into wc -c", (*bench).sectionStdin},
 	}
 }
 
