@@ -149,6 +149,7 @@ checks=(
   "OpenSSH ssh and scp 10 MiB through sandbox-executor tunnel (CONNECT and -ws):check_tunnel_ssh.sh"
   "paramiko over a raw CONNECT socket, as SDKs do:check_tunnel_paramiko.sh"
   "preview proxy by path and by host: page, asset, SSE, Node ws echo:check_preview.sh"
+  "curl /write_stdin --data-binary @file into sha256sum:check_curl_write_stdin.sh"
 )
 passed=0
 failed=0
