@@ -2,10 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/sandbox-executor/sandbox-executor/client"
 )
@@ -16,9 +19,16 @@ stopped it, 128+n if signal n ended it, 125 if it could not be run (no
 agent, a refused token, a lost connection), 130 after Ctrl-C, which also
 kills it. Several words are joined with spaces, as ssh does, so quote
 what the remote shell must see whole: exec -- 'cd /app && make'. Standard
-input is not sent. Lines come as the agent reads them: a line longer than
-32 KiB arrives in pieces, each printed on a line of its own.
+input is not sent, unless -i: then it is read to its end and sent as the
+command's input before the command starts (text, at most 64 MiB: copy
+binary data with cp and redirect it). Lines come as the agent reads them:
+a line longer than 32 KiB arrives in pieces, each printed on a line of
+its own.
 `
+
+// maxExecInput bounds what exec -i reads of standard input: the agent's
+// default body limit.
+const maxExecInput = 64 << 20
 
 // exec runs "sandbox-executor exec": a command on the agent through
 // /run_streaming, its output printed live.
@@ -30,6 +40,7 @@ func (c *cli) exec(ctx context.Context, args []string) error {
 	env := envFlag{}
 	fs.Var(env, "env", "set `NAME=VALUE` in the command's environment; repeat for more")
 	timeout := fs.String("timeout", "", "kill the command's process group after this `duration` (30s, 5m, or a number of seconds)")
+	withInput := fs.Bool("i", false, "send standard input, read to its end, as the command's input (text, at most 64 MiB)")
 	words, err := parse(fs, args, false)
 	if err != nil {
 		return err
@@ -41,6 +52,12 @@ func (c *cli) exec(ctx context.Context, args []string) error {
 	if *timeout != "" {
 		if cmd.Timeout, err = parseTimeout(*timeout); err != nil {
 			return c.usageError(fs, "invalid -timeout %q: want a positive duration such as 30s or 5m, or a number of seconds", *timeout)
+		}
+	}
+
+	if *withInput {
+		if cmd.Input, err = c.readInput(); err != nil {
+			return err
 		}
 	}
 
@@ -83,6 +100,21 @@ func (c *cli) exec(ctx context.Context, args []string) error {
 		return nil
 	}
 	return nil // not reached: the sequence ends with complete or an error
+}
+
+// readInput reads standard input for exec -i: text, since it travels as
+// a JSON string, which would replace what is not UTF-8.
+func (c *cli) readInput() (string, error) {
+	in, err := io.ReadAll(io.LimitReader(c.stdin, maxExecInput+1))
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("reading standard input: %w", err)
+	case len(in) > maxExecInput:
+		return "", fmt.Errorf("standard input is over %d MiB: copy it with cp and redirect it", maxExecInput>>20)
+	case !utf8.Valid(in):
+		return "", errors.New("standard input is not UTF-8 text, which -i sends: copy it with cp and redirect it")
+	}
+	return string(in), nil
 }
 
 // parseTimeout reads a positive duration, written as Go writes one (30s,

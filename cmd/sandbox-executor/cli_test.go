@@ -123,6 +123,15 @@ func TestCLIExec(t *testing.T) {
 	r = runCLI(t, nil, nil, "exec", "-url", a.api.String(), "-token", testSecret, "--", "echo flags")
 	assert.Equal(t, cliResult{0, "flags\n", ""}, r, "a URL without a scheme is http")
 
+	// -i sends standard input; without it the command reads nothing.
+	r = runCLI(t, a.env, []byte("print(6*7)"), "exec", "-i", "--", "python3 -")
+	assert.Equal(t, cliResult{0, "42\n", ""}, r)
+	r = runCLI(t, a.env, []byte("ignored"), "exec", "--", "cat; echo end")
+	assert.Equal(t, cliResult{0, "end\n", ""}, r)
+	r = runCLI(t, a.env, []byte{0xff, 0xfe}, "exec", "-i", "--", "cat")
+	assert.Equal(t, exitFailed, r.code)
+	assert.Contains(t, r.stderr, "not UTF-8")
+
 	// A session, created by the first exec that names it: cd and export
 	// last from one exec to the next.
 	r = runCLI(t, a.env, nil, "exec", "-session", "s1", "--", "cd / && export IN=session && echo in-session")
