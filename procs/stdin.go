@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"syscall"
 	"time"
 
 	"github.com/sandbox-executor/sandbox-executor/executor"
@@ -16,11 +17,17 @@ func (p *Process) WriteStdin(ctx context.Context, src io.Reader, stall time.Dura
 	n, err := p.exec.WriteStdin(ctx, src, stall)
 	ended := errors.Is(err, executor.ErrFinished)
 	if !ended && errors.Is(err, executor.ErrStdinClosed) {
-		// Closed by the command (EPIPE), which may have exited.
+		// Closed by the command (EPIPE), which may have exited, or be
+		// dying of the SIGKILL that Kill sent: Kill records it under p.mu
+		// before the kill can close the pipe, so this sees it, and the
+		// wait below is for an end that is certain.
 		select {
 		case <-p.exec.Done():
 			ended = true
 		default:
+			p.mu.Lock()
+			ended = p.sent&(1<<(syscall.SIGKILL-1)) != 0
+			p.mu.Unlock()
 		}
 	}
 	if ended {
