@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/sandbox-executor/sandbox-executor/internal/eventjson"
 	"github.com/sandbox-executor/sandbox-executor/sse"
 )
 
@@ -103,7 +104,7 @@ func (e *streamError) Unwrap() error { return e.err }
 // buffers (see Event.Data).
 type eventReader struct {
 	r    *sse.Reader
-	data eventData
+	data eventjson.Fields
 	// The timestamp of the last log event and its parse: the lines of
 	// one read from a pipe share theirs, and parsing costs more than
 	// the rest of the event.
@@ -134,7 +135,7 @@ func (er *eventReader) next(ev *Event) error {
 			continue
 		}
 		d := &er.data
-		if err := d.decode(raw.Data); err != nil {
+		if err := d.Decode(raw.Data); err != nil {
 			return fmt.Errorf("the agent sent a malformed %s event: %w (data %q)", raw.Name, err, raw.Data)
 		}
 		switch typ {
@@ -144,19 +145,19 @@ func (er *eventReader) next(ev *Event) error {
 			if ev.Type != EventOutput {
 				*ev = Event{Type: EventOutput}
 			}
-			ev.Stream, ev.Data = toStream(d.stream), d.data
+			ev.Stream, ev.Data = toStream(d.Stream), d.Data
 		case EventLog:
-			seq, ok := parseUint(raw.ID)
+			seq, ok := eventjson.ParseUint(raw.ID)
 			if !ok {
 				return fmt.Errorf("the agent sent a log event with id %q, not a line number", raw.ID)
 			}
-			*ev = Event{Type: typ, Seq: seq, Stream: toStream(d.stream), Data: d.data, Time: er.stamp(d.timestamp)}
+			*ev = Event{Type: typ, Seq: seq, Stream: toStream(d.Stream), Data: d.Data, Time: er.stamp(d.Timestamp)}
 		case EventMissed:
-			*ev = Event{Type: typ, Missed: uint64(max(d.missed, 0)), Message: string(d.message)}
+			*ev = Event{Type: typ, Missed: uint64(max(d.Missed, 0)), Message: string(d.Message)}
 		case EventComplete:
-			*ev = Event{Type: typ, Code: int(d.code), Truncated: d.truncated, Message: string(d.message)}
+			*ev = Event{Type: typ, Code: int(d.Code), Truncated: d.Truncated, Message: string(d.Message)}
 		case eventError:
-			return &Error{StatusCode: 200, Message: string(d.errText)}
+			return &Error{StatusCode: 200, Message: string(d.Error)}
 		}
 		return nil
 	}

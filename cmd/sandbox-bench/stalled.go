@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/sandbox-executor/sandbox-executor/internal/eventjson"
 	"net"
 	"net/url"
 	"os"
@@ -198,8 +199,8 @@ func firstEvent(conn net.Conn) (string, int64, error) {
 			if err != nil {
 				return "", 0, err
 			}
-			var f eventFields
-			if err := f.decode([]byte(strings.TrimPrefix(strings.TrimSpace(data), "data: "))); err != nil {
+			var f eventjson.Fields
+			if err := f.Decode([]byte(strings.TrimPrefix(strings.TrimSpace(data), "data: "))); err != nil {
 				return "", 0, err
 			}
 			return line + " " + strconv.FormatInt(f.Missed, 10), f.Missed, nil

@@ -1,4 +1,4 @@
-package client
+package eventjson
 
 import (
 	"fmt"
@@ -23,7 +23,7 @@ func skipValue(b []byte, i, depth int) (int, error) {
 	}
 	switch c := b[i]; {
 	case c == '"':
-		var scratch eventData // escapes are checked, and the result dropped
+		var scratch Fields // escapes are checked, and the result dropped
 		_, j, err := scratch.str(b, i)
 		return j, err
 	case c == '-' || (c >= '0' && c <= '9'):
@@ -53,7 +53,7 @@ func skipContainer(b []byte, i, depth int) (int, error) {
 	var err error
 	for {
 		if isObject {
-			var scratch eventData
+			var scratch Fields
 			if i >= len(b) || b[i] != '"' {
 				return i, syntaxError(b, i, "a key")
 			}
@@ -196,9 +196,9 @@ func parseInt(b []byte, i int) (int64, int, error) {
 	return n, i, nil
 }
 
-// parseUint parses a decimal such as an event's id "42"; it reports false
+// ParseUint parses a decimal such as an event's id "42"; it reports false
 // for anything else.
-func parseUint(b []byte) (uint64, bool) {
+func ParseUint(b []byte) (uint64, bool) {
 	if len(b) == 0 || len(b) > 19 {
 		return 0, false
 	}

@@ -1,27 +1,30 @@
-package client
+// Package eventjson decodes the data of the agent's events, each a flat
+// JSON object, by hand: without reflection or an allocation per event,
+// since event streams carry millions of events a second and encoding/json
+// would cost more than the agent does to send them. The Go client decodes
+// every stream with it, and the benchmark's streaming figure measures
+// with it.
+package eventjson
 
 import (
 	"errors"
 	"unicode/utf8"
 )
 
-// eventData holds the fields of one event's data, a flat JSON object such
-// as {"stream":"stdout","data":"42"}, {"timestamp":"…","stream":"stdout",
+// Fields holds the fields of one event's data, such as
+// {"stream":"stdout","data":"42"}, {"timestamp":"…","stream":"stdout",
 // "data":"42"}, {"missed":3,"message":"…"}, {"code":0,"error":false} or
-// {"error":"…"}. decode fills it by hand, without reflection or an
-// allocation per event: the streams carry millions of events a second,
-// and encoding/json would cost more than the agent does to send them.
-// (cmd/sandbox-bench's decoder is the same idea; this one also skips
-// values of any type under keys it does not know, so that a field added
-// to an event later does not break older clients.)
+// {"error":"…"}. Decode fills it; values of any type under keys it does
+// not know are skipped, so that a field added to an event later does not
+// break older clients.
 //
-// Its slices point into the decoded data or into scratch and are valid
-// until the next decode.
-type eventData struct {
-	stream, data, timestamp, message []byte // nil if absent
-	errText                          []byte // "error" when it is a string (an error event)
-	missed, code                     int64  // 0 if absent
-	truncated                        bool
+// The zero Fields is ready to use. Its slices point into the decoded data
+// or into its own scratch space, and are valid until the next Decode.
+type Fields struct {
+	Stream, Data, Timestamp, Message []byte // nil if absent
+	Error                            []byte // "error" when it is a string (an error event); nil otherwise
+	Missed, Code                     int64  // 0 if absent
+	Truncated                        bool
 	scratch                          []byte // strings that held escapes are unescaped here
 }
 
@@ -39,13 +42,13 @@ const plainBytes = "" +
 
 var errNotObject = errors.New("json: not an object")
 
-// decode parses b, which must be exactly one JSON object. The keys it
+// Decode parses b, which must be exactly one JSON object. The keys it
 // knows must hold the type the agent sends; other keys may hold any JSON
 // value and are skipped. Strings may hold any escape JSON allows; \u
 // escapes that are not valid UTF-16 become U+FFFD, as with encoding/json.
-func (f *eventData) decode(b []byte) error {
-	f.stream, f.data, f.timestamp, f.message, f.errText = nil, nil, nil, nil, nil
-	f.missed, f.code, f.truncated, f.scratch = 0, 0, false, f.scratch[:0]
+func (f *Fields) Decode(b []byte) error {
+	f.Stream, f.Data, f.Timestamp, f.Message, f.Error = nil, nil, nil, nil, nil
+	f.Missed, f.Code, f.Truncated, f.scratch = 0, 0, false, f.scratch[:0]
 	i := skipSpace(b, 0)
 	if i >= len(b) || b[i] != '{' {
 		return errNotObject
@@ -107,18 +110,18 @@ func (f *eventData) decode(b []byte) error {
 // setString stores string value s under key, if key is one whose value
 // may be a string, and reports whether it may; an unknown key's string is
 // skipped.
-func (f *eventData) setString(key, s []byte) bool {
+func (f *Fields) setString(key, s []byte) bool {
 	switch string(key) {
 	case "stream":
-		f.stream = s
+		f.Stream = s
 	case "data":
-		f.data = s
+		f.Data = s
 	case "timestamp":
-		f.timestamp = s
+		f.Timestamp = s
 	case "message":
-		f.message = s
+		f.Message = s
 	case "error": // an error event; in complete it is a boolean
-		f.errText = s
+		f.Error = s
 	case "missed", "code", "truncated":
 		return false // not a string: value reports it
 	}
@@ -127,7 +130,7 @@ func (f *eventData) setString(key, s []byte) bool {
 
 // value parses the value at b[i:], stores it if key is one f knows, and
 // returns the offset just after it.
-func (f *eventData) value(b []byte, i int, key []byte) (int, error) {
+func (f *Fields) value(b []byte, i int, key []byte) (int, error) {
 	if i >= len(b) {
 		return i, syntaxError(b, i, "a value")
 	}
@@ -141,20 +144,20 @@ func (f *eventData) value(b []byte, i int, key []byte) (int, error) {
 	case "missed", "code":
 		n, j, err := parseInt(b, i)
 		if key[0] == 'm' {
-			f.missed = n
+			f.Missed = n
 		} else {
-			f.code = n
+			f.Code = n
 		}
 		return j, err
 	case "error":
 		if b[i] == '"' {
 			s, j, err := f.str(b, i)
-			f.errText = s
+			f.Error = s
 			return j, err
 		}
 	case "truncated":
 		if j, ok := literal(b, i, "true"); ok {
-			f.truncated = true
+			f.Truncated = true
 			return j, nil
 		}
 	}
@@ -164,7 +167,7 @@ func (f *eventData) value(b []byte, i int, key []byte) (int, error) {
 // str parses the string whose opening quote is at b[i]. A string without
 // escapes is returned as a slice of b; one with escapes is unescaped into
 // f.scratch. It returns the offset just after the closing quote.
-func (f *eventData) str(b []byte, i int) ([]byte, int, error) {
+func (f *Fields) str(b []byte, i int) ([]byte, int, error) {
 	if i >= len(b) || b[i] != '"' {
 		return nil, i, syntaxError(b, i, "a string")
 	}
