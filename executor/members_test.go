@@ -9,24 +9,26 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func TestStatStateGroup(t *testing.T) {
+func TestParseStat(t *testing.T) {
 	tests := []struct {
-		stat  string
-		state byte
-		pgrp  int
-		ok    bool
+		stat string
+		want procStat
+		ok   bool
 	}{
-		{"42 (sleep) S 1 40 40 0 -1", 'S', 40, true},
-		{"42 (a) b) (c) Z 1 77 77 0", 'Z', 77, true}, // a name with ") " in it
-		{"42 (x)", 0, 0, false},
-		{"42 (x) R 1", 0, 0, false},
+		{"42 (sleep) S 1 40 40 0 -1", procStat{pid: 42, state: 'S', pgrp: 40, session: 40}, true},
+		{"42 (a) b) (c) Z 1 77 78 0", procStat{pid: 42, state: 'Z', pgrp: 77, session: 78}, true}, // a name with ") " in it
+		{"7 (a ) (b) R 1 7 9 0", procStat{pid: 7, state: 'R', pgrp: 7, session: 9}, true},
+		{"42 (sh) S 1 42 42 34816 42 4194560", procStat{pid: 42, state: 'S', pgrp: 42, session: 42}, true},
+		{"42 (x)", procStat{}, false},
+		{"42 (x) R 1", procStat{}, false},
+		{"7 (x) Z 1 7", procStat{}, false},
+		{"garbage", procStat{}, false},
 	}
 	for _, tt := range tests {
-		state, pgrp, ok := statStateGroup([]byte(tt.stat))
+		got, ok := parseStat([]byte(tt.stat))
 		assert.Equal(t, tt.ok, ok, tt.stat)
 		if tt.ok {
-			assert.Equal(t, tt.state, state, tt.stat)
-			assert.Equal(t, tt.pgrp, pgrp, tt.stat)
+			assert.Equal(t, tt.want, got, tt.stat)
 		}
 	}
 }

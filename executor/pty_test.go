@@ -152,28 +152,6 @@ func TestSignalSession(t *testing.T) {
 	assert.True(t, errors.Is(err, ErrFinished), "nothing left: %v", err)
 }
 
-func TestStatStateSession(t *testing.T) {
-	tests := []struct {
-		stat    string
-		state   byte
-		session int
-		ok      bool
-	}{
-		{"42 (sh) S 1 42 42 34816 42 4194560", 'S', 42, true},
-		{"7 (a ) (b) R 1 7 9 0", 'R', 9, true},
-		{"7 (x) Z 1", 0, 0, false},
-		{"garbage", 0, 0, false},
-	}
-	for _, tt := range tests {
-		state, session, ok := statStateSession([]byte(tt.stat))
-		assert.Equal(t, tt.ok, ok, tt.stat)
-		if tt.ok {
-			assert.Equal(t, tt.state, state, tt.stat)
-			assert.Equal(t, tt.session, session, tt.stat)
-		}
-	}
-}
-
 // With a running Reaper, a TTY command's exit status still reaches its
 // own waiter: StartTTY starts it through the Reaper and tells it when it
 // has been waited for.

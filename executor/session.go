@@ -1,10 +1,7 @@
 package executor
 
 import (
-	"bytes"
 	"errors"
-	"os"
-	"strconv"
 	"syscall"
 )
 
@@ -66,47 +63,12 @@ func (p *Process) SignalSession(sig syscall.Signal) (int, error) {
 // sessionMembers returns the pids of the live (not zombie) processes of
 // session sid, read from /proc.
 func sessionMembers(sid int) []int {
-	dir, err := os.Open("/proc")
-	if err != nil {
-		return nil
-	}
-	defer dir.Close()
-	names, err := dir.Readdirnames(-1)
-	if err != nil {
-		return nil
-	}
 	var pids []int
-	for _, name := range names {
-		if name[0] < '0' || name[0] > '9' {
-			continue
+	liveProcs(func(s procStat) bool {
+		if s.session == sid {
+			pids = append(pids, s.pid)
 		}
-		b, err := os.ReadFile("/proc/" + name + "/stat")
-		if err != nil {
-			continue // it ended meanwhile
-		}
-		state, session, ok := statStateSession(b)
-		if !ok || session != sid || state == 'Z' || state == 'X' {
-			continue
-		}
-		if pid, err := strconv.Atoi(name); err == nil {
-			pids = append(pids, pid)
-		}
-	}
+		return true
+	})
 	return pids
-}
-
-// statStateSession returns the state and session id from the text of
-// /proc/<pid>/stat, counting fields from the last ')' as statStateGroup
-// does: state, ppid, pgrp, session.
-func statStateSession(b []byte) (state byte, session int, ok bool) {
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 || i+2 >= len(b) {
-		return 0, 0, false
-	}
-	f := bytes.Fields(b[i+2:])
-	if len(f) < 4 || len(f[0]) != 1 {
-		return 0, 0, false
-	}
-	session, err := strconv.Atoi(string(f[3]))
-	return f[0][0], session, err == nil
 }
