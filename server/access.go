@@ -65,7 +65,7 @@ func validRequestID(id string) bool {
 func (s *Server) access(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		rec := &recorder{ResponseWriter: w, bodyTimeout: s.cfg.BodyTimeout, id: s.ids.of(r)}
+		rec := &recorder{ResponseWriter: w, bodyTimeout: s.cfg.BodyTimeout, bodies: s.bodies, id: s.ids.of(r)}
 		w.Header().Set(requestIDHeader, rec.id)
 		s.metrics.inFlight.Add(1)
 		completed := false

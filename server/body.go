@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"time"
@@ -117,4 +118,34 @@ func (p *progressReader) Done() {
 	default:
 		closeAfterReply(p.w)
 	}
+}
+
+// largeBody is the size past which a JSON request body counts against
+// the server's budget of large bodies (Config.BodyBudget): the API's
+// ordinary requests are far smaller and never wait.
+const largeBody = 1 << 20
+
+// takeBodyBudget waits until r's JSON body, if it is large, fits the
+// server's budget of large bodies being read and decoded at once, and
+// returns the function that gives its share back. A body of unknown
+// length (chunked) counts as maxBody. Past the body timeout it gives up
+// with a 503: the request was not at fault, the agent was busy. A
+// ResponseWriter that is not the server's (a test's) has no budget.
+func takeBodyBudget(w http.ResponseWriter, r *http.Request, maxBody int64) (release func(), err error) {
+	rec, ok := w.(*recorder)
+	n := r.ContentLength
+	if n < 0 {
+		n = maxBody
+	}
+	n = min(n, maxBody) // a longer one is refused by the first read past it
+	if !ok || rec.bodies == nil || n <= largeBody {
+		return func() {}, nil
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), bodyTimeout(w))
+	defer cancel()
+	if err := rec.bodies.Acquire(ctx, n); err != nil {
+		return nil, errorf(http.StatusServiceUnavailable,
+			"too many large request bodies at once: this one (%d bytes) waited %s for its turn; retry, or send big files to PUT /files", n, bodyTimeout(w))
+	}
+	return func() { rec.bodies.Release(n) }, nil
 }

@@ -146,10 +146,15 @@ func encode(w http.ResponseWriter, code int, v any) {
 // arrive within the server's BodyTimeout (408 if not).
 func decode[T any](w http.ResponseWriter, r *http.Request, maxBody int64) (T, error) {
 	var v T
+	release, err := takeBodyBudget(w, r, maxBody)
+	if err != nil {
+		return v, err
+	}
+	defer release()
 	defer bodyDeadline(w)() // cleared once read, or the server's watch on the connection would fail
 	body := http.MaxBytesReader(w, r.Body, maxBody)
 	dec := json.NewDecoder(body)
-	err := dec.Decode(&v)
+	err = dec.Decode(&v)
 	var typeErr *json.UnmarshalTypeError
 	switch {
 	case err == nil || errors.As(err, &typeErr):

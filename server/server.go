@@ -18,6 +18,7 @@ import (
 
 	"github.com/gorilla/mux"
 	"github.com/rs/zerolog"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/sandbox-executor/sandbox-executor/executor"
 	"github.com/sandbox-executor/sandbox-executor/files"
@@ -48,6 +49,12 @@ type Config struct {
 	// handler's first read to its end; a streamed body (an upload) must
 	// instead make progress at least that often. If zero, 30 s.
 	BodyTimeout time.Duration
+	// BodyBudget bounds the bytes of large JSON request bodies (over
+	// 1 MiB) that are read and decoded at once: each costs about three
+	// times its size while it is decoded (a base64 write_file). A request
+	// past it waits its turn, for at most BodyTimeout, then gets 503. If
+	// zero, MaxBody.
+	BodyBudget int64
 	// UnauthTimeout is the read timeout of a connection on which no
 	// request has passed authentication yet, in place of the idle and
 	// header timeouts of the http.Server; see Listener. If zero, 10 s.
@@ -107,6 +114,7 @@ type Server struct {
 	res      *stats.Reader
 	metrics  *metrics
 	ids      requestIDs
+	bodies   *semaphore.Weighted // see Config.BodyBudget
 	cfg      Config
 	router   *mux.Router
 	handler  http.Handler
@@ -134,6 +142,9 @@ func New(log zerolog.Logger, auth *Auth, deps Deps, cfg Config) *Server {
 	if cfg.BodyTimeout <= 0 {
 		cfg.BodyTimeout = 30 * time.Second
 	}
+	if cfg.BodyBudget <= 0 {
+		cfg.BodyBudget = cfg.MaxBody
+	}
 	if cfg.UnauthTimeout <= 0 {
 		cfg.UnauthTimeout = 10 * time.Second
 	}
@@ -146,6 +157,7 @@ func New(log zerolog.Logger, auth *Auth, deps Deps, cfg Config) *Server {
 		s.res = stats.New(wd)
 	}
 	s.ids = newRequestIDs()
+	s.bodies = semaphore.NewWeighted(cfg.BodyBudget)
 	s.metrics = newMetrics()
 	if s.tunnels == nil {
 		s.tunnels = &tunnels.Registry{Reserved: []int{cfg.APIPort, cfg.ProxyPort}, Log: log}
@@ -261,6 +273,8 @@ type recorder struct {
 	bodyRead bool
 	// bodyTimeout is the server's BodyTimeout, for decode.
 	bodyTimeout time.Duration
+	// bodies is the server's budget of large JSON bodies, for decode.
+	bodies *semaphore.Weighted
 }
 
 func (rec *recorder) WriteHeader(code int) {
