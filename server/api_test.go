@@ -316,3 +316,24 @@ func TestBindPortForwards(t *testing.T) {
 func newEchoListener(t *testing.T) net.Listener {
 	return testutil.Serve(t, func(c net.Conn) { _, _ = io.Copy(c, c) })
 }
+
+// Every JSON reply writes <, > and & as they are, as /run and the event
+// streams do: one SDK compared an error's text byte for byte.
+func TestRepliesDoNotEscapeHTML(t *testing.T) {
+	ts, _ := newTestServer(t)
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, ts.URL+"/list_dir", strings.NewReader(`{"path":"/no/such/<dir>&"}`))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+testSecret)
+	resp, err := ts.Client().Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	assert.Contains(t, string(b), "/no/such/<dir>&")
+	resp, err = ts.Client().Post(ts.URL+"/run", "application/json", strings.NewReader(`{"cmd":"true"}`))
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err = io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	assert.Contains(t, string(b), "'Authorization: Bearer <secret>'", "the 401's words")
+}

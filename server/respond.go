@@ -136,7 +136,12 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 func encode(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
-	_ = json.NewEncoder(w).Encode(v) // an error here means the client left
+	enc := json.NewEncoder(w)
+	// Not escaped for HTML, as /run and the event streams write them
+	// (sse.AppendJSONString): "<secret>", not "\u003csecret\u003e". The
+	// replies are never embedded in a page, and the JSON is the same.
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v) // an error here means the client left
 }
 
 // decode reads a JSON request body of at most maxBody bytes into a T. An
