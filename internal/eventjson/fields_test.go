@@ -119,4 +119,3 @@ func TestPlainBytesTable(t *testing.T) {
 		assert.Equal(t, want, plainBytes[c] == 1, "byte %#x", c)
 	}
 }
-
