@@ -19,6 +19,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/sandbox-executor/sandbox-executor/executor"
+	"github.com/sandbox-executor/sandbox-executor/internal/waitgroup"
 )
 
 var (
@@ -359,15 +360,7 @@ func (r *Registry) Close(ctx context.Context) error {
 	for _, p := range procs {
 		_ = p.exec.Signal(syscall.SIGKILL) // ErrFinished for those already done
 	}
-	done := make(chan struct{})
-	// This goroutine ends when the last watch does, which SIGKILL and the
-	// executor's bounded drain make a matter of seconds even if ctx ends
-	// first.
-	go func() { r.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	// SIGKILL and the executor's bounded drain make the last watch end
+	// within seconds, even if ctx ends first.
+	return waitgroup.Wait(ctx, &r.wg)
 }

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/sandbox-executor/sandbox-executor/internal/waitgroup"
 )
 
 // Errors returned by Forwarder. Match them with errors.Is.
@@ -468,22 +470,7 @@ func (f *Forwarder) Close(ctx context.Context) error {
 		ln.Close()
 	}
 	closeAll()
-	waited := make(chan struct{})
-	go waitAll(&f.wg, waited)
-	select {
-	case <-waited:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-// waitAll closes done when wg's counter reaches zero.
-//
-// waitAll runs in its own goroutine; it ends when every Serve call has
-// returned, which Close has made prompt by closing their listeners and
-// connections. If Close's ctx ends first, waitAll outlives Close.
-func waitAll(wg *sync.WaitGroup, done chan<- struct{}) {
-	wg.Wait()
-	close(done)
+	// Closing the listeners and connections makes every Serve call
+	// return promptly.
+	return waitgroup.Wait(ctx, &f.wg)
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/sandbox-executor/sandbox-executor/executor"
+	"github.com/sandbox-executor/sandbox-executor/internal/waitgroup"
 )
 
 var (
@@ -352,14 +353,7 @@ func (r *Registry) Close(ctx context.Context) error {
 			_, _ = t.exec.SignalSession(syscall.SIGKILL) // ErrFinished for those already empty
 		}
 	}
-	done := make(chan struct{})
-	// This goroutine ends when the last pump and watch do, which the
-	// kill and DrainDelay make a matter of seconds even if ctx ends first.
-	go func() { r.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	// The kill and DrainDelay make the last pump and watch end within
+	// seconds, even if ctx ends first.
+	return waitgroup.Wait(ctx, &r.wg)
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/sandbox-executor/sandbox-executor/internal/relay"
+	"github.com/sandbox-executor/sandbox-executor/internal/waitgroup"
 )
 
 // Errors returned by Open. Match them with errors.Is.
@@ -246,22 +247,6 @@ func (r *Registry) Close(ctx context.Context) error {
 	for _, t := range ts {
 		t.Close()
 	}
-	waited := make(chan struct{})
-	go waitAll(&r.wg, waited)
-	select {
-	case <-waited:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-// waitAll closes done when wg's counter reaches zero.
-//
-// waitAll runs in its own goroutine; it ends when every tunnel has been
-// released, which Close has made prompt by closing their connections. If
-// Close's ctx ends first, waitAll outlives Close.
-func waitAll(wg *sync.WaitGroup, done chan<- struct{}) {
-	wg.Wait()
-	close(done)
+	// Closing their connections makes every tunnel's release prompt.
+	return waitgroup.Wait(ctx, &r.wg)
 }
