@@ -11,7 +11,6 @@ import (
 	"io"
 	"net"
 	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/sandbox-executor/sandbox-executor/internal/relay"
 	"github.com/sandbox-executor/sandbox-executor/internal/waitgroup"
 )
 
@@ -376,7 +376,7 @@ func (f *Forwarder) untrack(c *conn) {
 func (f *Forwarder) forward(ctx context.Context, wg *sync.WaitGroup, c *conn, port int) {
 	defer wg.Done()
 	defer f.untrack(c)
-	backend, err := dialLoopback(ctx, port)
+	backend, err := relay.DialLoopback(ctx, port)
 	if err != nil {
 		if !errors.Is(ctx.Err(), context.Canceled) { // canceled: Unbind or Close, not a failure
 			f.dialFailed.Add(1)
@@ -397,22 +397,6 @@ func (f *Forwarder) forward(ctx context.Context, wg *sync.WaitGroup, c *conn, po
 		c.close(backend)
 	}
 	<-errc
-}
-
-// dialLoopback connects to port on 127.0.0.1 and, if that is refused,
-// on [::1], for services that listen on IPv6 only.
-func dialLoopback(ctx context.Context, port int) (net.Conn, error) {
-	var d net.Dialer // ctx carries the timeout
-	p := strconv.Itoa(port)
-	c, err := d.DialContext(ctx, "tcp", net.JoinHostPort("127.0.0.1", p))
-	if err == nil || !errors.Is(err, syscall.ECONNREFUSED) {
-		return c, err
-	}
-	c, err6 := d.DialContext(ctx, "tcp", net.JoinHostPort("::1", p))
-	if err6 != nil {
-		return nil, fmt.Errorf("%w; %w", err, err6)
-	}
-	return c, nil
 }
 
 // copyChunk is the most bytes a connection moves before its count is
