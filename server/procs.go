@@ -72,6 +72,27 @@ func formatTime(t time.Time) string {
 // handleProcessKill serves POST /kill_process. The signal, SIGKILL unless
 // the request names another, goes to the process's whole group. Every
 // error reply carries "success": false, as the documented ones do.
+// decodeKill reads the body of /kill_process and /kill_terminal,
+// {"id", "signal"?}: the id, required, and the signal, a name or a number,
+// SIGKILL if absent.
+func (s *Server) decodeKill(w http.ResponseWriter, r *http.Request) (id string, sig syscall.Signal, err error) {
+	type request struct {
+		ID     string         `json:"id"`
+		Signal stringOrNumber `json:"signal"` // a name or a number
+	}
+	req, err := decode[request](w, r, s.cfg.MaxBody)
+	if err != nil {
+		return "", 0, err
+	}
+	if req.ID == "" {
+		return "", 0, errorf(http.StatusBadRequest, "id is required")
+	}
+	if sig, err = procs.ParseSignal(string(req.Signal)); err != nil {
+		return "", 0, errorf(http.StatusBadRequest, "%s", err.Error())
+	}
+	return req.ID, sig, nil
+}
+
 func (s *Server) handleProcessKill(w http.ResponseWriter, r *http.Request) error {
 	if err := s.killProcess(w, r); err != nil {
 		return withFields(err, map[string]any{"success": false})
@@ -80,31 +101,20 @@ func (s *Server) handleProcessKill(w http.ResponseWriter, r *http.Request) error
 }
 
 func (s *Server) killProcess(w http.ResponseWriter, r *http.Request) error {
-	type request struct {
-		ID     string         `json:"id"`
-		Signal stringOrNumber `json:"signal"` // a name or a number
-	}
-	req, err := decode[request](w, r, s.cfg.MaxBody)
+	id, sig, err := s.decodeKill(w, r)
 	if err != nil {
 		return err
 	}
-	if req.ID == "" {
-		return errorf(http.StatusBadRequest, "id is required")
-	}
-	sig, err := procs.ParseSignal(string(req.Signal))
-	if err != nil {
-		return errorf(http.StatusBadRequest, "%s", err.Error())
-	}
 	ctx, cancel := context.WithTimeout(r.Context(), killWait)
 	defer cancel()
-	exited, err := s.procs.Kill(ctx, req.ID, sig)
+	exited, err := s.procs.Kill(ctx, id, sig)
 	if err != nil {
 		return err
 	}
 	msg := "Process killed successfully"
 	switch {
 	case exited:
-		p, err := s.procs.Get(req.ID)
+		p, err := s.procs.Get(id)
 		if err != nil {
 			return err
 		}

@@ -143,24 +143,13 @@ func (s *Server) handleTerminalResize(w http.ResponseWriter, r *http.Request) er
 // unless the request names another, goes to every process of the
 // terminal's session, before its terminal is closed.
 func (s *Server) handleTerminalKill(w http.ResponseWriter, r *http.Request) error {
-	type request struct {
-		ID     string         `json:"id"`
-		Signal stringOrNumber `json:"signal"` // a name or a number
-	}
-	req, err := decode[request](w, r, s.cfg.MaxBody)
+	id, sig, err := s.decodeKill(w, r)
 	if err != nil {
 		return err
 	}
-	if req.ID == "" {
-		return errorf(http.StatusBadRequest, "id is required")
-	}
-	sig, err := procs.ParseSignal(string(req.Signal))
-	if err != nil {
-		return errorf(http.StatusBadRequest, "%s", err.Error())
-	}
 	ctx, cancel := context.WithTimeout(r.Context(), killWait)
 	defer cancel()
-	exited, err := s.terms.Kill(ctx, req.ID, sig)
+	exited, err := s.terms.Kill(ctx, id, sig)
 	if err != nil {
 		return err
 	}
