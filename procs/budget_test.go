@@ -140,7 +140,8 @@ func TestBudgetAccountingThroughFinishAndForget(t *testing.T) {
 		require.Eventually(t, func() bool {
 			r.mu.Lock()
 			defer r.mu.Unlock()
-			return r.finished[len(r.finished)-1] == p
+			last, _ := r.finished.Last()
+			return last == p
 		}, 5*time.Second, time.Millisecond)
 	}
 	// Forgotten processes are released by watch after retire: wait for it.

@@ -315,7 +315,8 @@ func TestFinishedBounds(t *testing.T) {
 		require.Eventually(t, func() bool {
 			r.mu.Lock()
 			defer r.mu.Unlock()
-			return len(r.finished) > 0 && r.finished[len(r.finished)-1] == p
+			last, ok := r.finished.Last()
+			return ok && last == p
 		}, 5*time.Second, time.Millisecond)
 	}
 	infos := r.List()

@@ -19,6 +19,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/sandbox-executor/sandbox-executor/executor"
+	"github.com/sandbox-executor/sandbox-executor/internal/finished"
 	"github.com/sandbox-executor/sandbox-executor/internal/waitgroup"
 )
 
@@ -126,10 +127,10 @@ type Registry struct {
 	// mu, or the budget's, is held.
 	mu       sync.Mutex
 	procs    map[string]*Process
-	order    []*Process // in start order, for List
-	finished []*Process // in finish order, those still listed
-	running  int        // started and not yet finished
-	started  uint64     // started since NewRegistry
+	order    []*Process              // in start order, for List
+	finished finished.List[*Process] // in finish order, those still listed
+	running  int                     // started and not yet finished
+	started  uint64                  // started since NewRegistry
 	closed   bool
 }
 
@@ -173,7 +174,7 @@ type Stats struct {
 func (r *Registry) Stats() Stats {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return Stats{Running: r.running, Finished: len(r.finished), Started: r.started, MaxRunning: r.opts.MaxRunning,
+	return Stats{Running: r.running, Finished: r.finished.Len(), Started: r.started, MaxRunning: r.opts.MaxRunning,
 		LogBytes: r.budget.total.Load(), LogBudget: r.budget.max}
 }
 
@@ -272,27 +273,11 @@ func (r *Registry) retire(p *Process) (forgotten []*Process) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.running--
-	r.finished = append(r.finished, p)
-	// Summed afresh each time, since budget trims shrink finished
-	// processes too; this runs once per process, not per line.
-	finishedBytes := 0
-	for _, q := range r.finished {
-		finishedBytes += q.logBytes()
-	}
-	// Release the lines of the oldest finished processes first, but never
-	// those of p itself: a reader that arrives right after a process ends
-	// should see its output.
-	for i := 0; finishedBytes > r.opts.MaxFinishedBytes && i < len(r.finished)-1; i++ {
-		old := r.finished[i]
-		finishedBytes -= old.logBytes()
-		old.releaseLogs()
-	}
-	for len(r.finished) > r.opts.MaxFinished {
-		old := r.finished[0]
-		r.finished = r.finished[1:]
+	forgotten = r.finished.Add(p, finished.Bounds[*Process]{MaxItems: r.opts.MaxFinished,
+		MaxBytes: r.opts.MaxFinishedBytes, Bytes: (*Process).logBytes, Release: (*Process).releaseLogs})
+	for _, old := range forgotten {
 		delete(r.procs, old.ID)
 		r.order = slices.DeleteFunc(r.order, func(q *Process) bool { return q == old })
-		forgotten = append(forgotten, old)
 	}
 	return forgotten
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/sandbox-executor/sandbox-executor/executor"
+	"github.com/sandbox-executor/sandbox-executor/internal/finished"
 	"github.com/sandbox-executor/sandbox-executor/internal/waitgroup"
 )
 
@@ -117,8 +118,8 @@ type Registry struct {
 	// Terminal's mu is held.
 	mu       sync.Mutex
 	terms    map[string]*Terminal
-	order    []*Terminal // in start order, for List
-	finished []*Terminal // in finish order, those still listed
+	order    []*Terminal              // in start order, for List
+	finished finished.List[*Terminal] // in finish order, those still listed
 	running  int
 	closed   bool
 }
@@ -256,24 +257,11 @@ func (r *Registry) watch(t *Terminal) {
 func (r *Registry) retire(t *Terminal) (forgotten []*Terminal) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.finished = append(r.finished, t)
-	total := 0
-	for _, q := range r.finished {
-		total += q.outputBytes()
-	}
-	// The oldest lose their output first, never t itself: a client that
-	// arrives right after the end should see it.
-	for i := 0; total > r.opts.MaxFinishedBytes && i < len(r.finished)-1; i++ {
-		old := r.finished[i]
-		total -= old.outputBytes()
-		old.releaseOutput()
-	}
-	for len(r.finished) > r.opts.MaxFinished {
-		old := r.finished[0]
-		r.finished = r.finished[1:]
+	forgotten = r.finished.Add(t, finished.Bounds[*Terminal]{MaxItems: r.opts.MaxFinished,
+		MaxBytes: r.opts.MaxFinishedBytes, Bytes: (*Terminal).outputBytes, Release: (*Terminal).releaseOutput})
+	for _, old := range forgotten {
 		delete(r.terms, old.ID)
 		r.order = slices.DeleteFunc(r.order, func(q *Terminal) bool { return q == old })
-		forgotten = append(forgotten, old)
 	}
 	return forgotten
 }
