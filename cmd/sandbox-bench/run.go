@@ -57,21 +57,8 @@ func (b *bench) sectionRun(ctx context.Context) error {
 		func() error { _, err := refRun("true"); return err },
 		func() error { _, err := a.c.Health(ctx); return err },
 	}
-	lat := make([][]time.Duration, len(calls))
-	var errs errorList
 	gc0, _ := a.gcStats()
-	for i := 0; i < runWarmup+runCalls && ctx.Err() == nil; i++ {
-		for k, call := range calls {
-			t0 := time.Now()
-			err := call()
-			if i >= runWarmup {
-				lat[k] = append(lat[k], time.Since(t0))
-			}
-			if err != nil {
-				errs.add("call kind %d: %v", k, err)
-			}
-		}
-	}
+	lat, errs := alternate(ctx, runCalls, calls)
 	if len(lat[0]) < runCalls {
 		return fmt.Errorf("only %d of %d calls within the section's time", len(lat[0]), runCalls)
 	}
@@ -92,6 +79,28 @@ func (b *bench) sectionRun(ctx context.Context) error {
 	b.rep.add(newFigure("1 /run", "GET /health median (HTTP round trip, no work)", ms(median(lat[3])), "ms").
 		withRef(refMed, ref).withNote("the part of the /run figure that any request costs on this machine"))
 	return nil
+}
+
+// alternate times n calls of each of calls, after runWarmup untimed ones,
+// one of each kind in turn, so that drift in the machine's speed hits
+// every kind alike. It returns the latencies of each kind, fewer than n
+// if ctx ended first, and the errors the calls returned.
+func alternate(ctx context.Context, n int, calls []func() error) ([][]time.Duration, *errorList) {
+	lat := make([][]time.Duration, len(calls))
+	var errs errorList
+	for i := 0; i < runWarmup+n && ctx.Err() == nil; i++ {
+		for k, call := range calls {
+			t0 := time.Now()
+			err := call()
+			if i >= runWarmup {
+				lat[k] = append(lat[k], time.Since(t0))
+			}
+			if err != nil {
+				errs.add("call kind %d: %v", k, err)
+			}
+		}
+	}
+	return lat, &errs
 }
 
 // checkRun checks a /run reply of `true`.

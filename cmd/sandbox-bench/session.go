@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/sandbox-executor/sandbox-executor/client"
 )
@@ -32,20 +31,7 @@ func (b *bench) sectionSession(ctx context.Context) error {
 		func() error { return checkRun(a.c.Run(ctx, client.Command{Cmd: "true"})) },
 		func() error { return checkRun(a.c.Run(ctx, client.Command{Cmd: "true", Session: "bench"})) },
 	}
-	lat := make([][]time.Duration, len(calls))
-	var errs errorList
-	for i := 0; i < runWarmup+sessionCalls && ctx.Err() == nil; i++ {
-		for k, call := range calls {
-			t0 := time.Now()
-			err := call()
-			if i >= runWarmup {
-				lat[k] = append(lat[k], time.Since(t0))
-			}
-			if err != nil {
-				errs.add("call kind %d: %v", k, err)
-			}
-		}
-	}
+	lat, errs := alternate(ctx, sessionCalls, calls)
 	if len(lat[1]) < sessionCalls {
 		return fmt.Errorf("only %d of %d calls within the section's time", len(lat[1]), sessionCalls)
 	}
