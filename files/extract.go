@@ -204,7 +204,7 @@ func (x *extractor) entry(hdr *tar.Header, tr *tar.Reader) error {
 		return err
 	}
 	switch hdr.Typeflag {
-	case tar.TypeReg, tar.TypeRegA, tar.TypeCont, tar.TypeGNUSparse:
+	case tar.TypeReg, tar.TypeCont, tar.TypeGNUSparse: // the reader turns TypeRegA into TypeReg or TypeDir
 		err = x.file(name, hdr, tr)
 	case tar.TypeDir:
 		err = x.dir(name, hdr)

@@ -81,6 +81,7 @@ func TestPreviewByHost(t *testing.T) {
 	assert.Empty(t, got.Fwd["X-Forwarded-Prefix"])
 	assert.Empty(t, got.Auth)
 	resp, body = hostGet(t, ts, host, "/health", authed())
+	require.Equal(t, http.StatusOK, resp.StatusCode, body)
 	assert.Equal(t, "/health", decodeSeen(t, body).URI, "the app's /health, not the agent's")
 
 	resp = request(t, ts, http.MethodPost, "/expose_port", `{"port":"`+p+`","public":true}`)

@@ -38,12 +38,6 @@ func newTestServerWith(t testing.TB, cfg Config, runner *executor.Runner, opts p
 	return newTestServerAll(t, cfg, runner, opts, terminals.Options{}, &tunnels.Registry{})
 }
 
-// newTestServerTerms is newTestServerWith with the terminals' options too.
-func newTestServerTerms(t testing.TB, cfg Config, runner *executor.Runner, opts procs.Options, topts terminals.Options) (*httptest.Server, *Server) {
-	t.Helper()
-	return newTestServerAll(t, cfg, runner, opts, topts, &tunnels.Registry{})
-}
-
 // newTestServerTunnels is newTestServerWith with tuns for tunnels. Each of
 // configure is called with the http.Server before it starts.
 func newTestServerTunnels(t testing.TB, cfg Config, runner *executor.Runner, opts procs.Options, tuns *tunnels.Registry,

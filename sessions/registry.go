@@ -143,17 +143,6 @@ func compareStrings(a, b string) int {
 	return 0
 }
 
-// get returns the session id names, or an error wrapping ErrNotFound.
-func (r *Registry) get(id string) (*Session, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	s, ok := r.sessions[id]
-	if !ok {
-		return nil, notFound(id)
-	}
-	return s, nil
-}
-
 // Delete deletes the session id names: its id is free at once; every
 // process group started in it (its commands, their streams, its
 // background processes, and what finished ones left in their groups) is
