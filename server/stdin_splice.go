@@ -49,13 +49,16 @@ func (s *Server) writeStdinSpliced(w http.ResponseWriter, r *http.Request, p *pr
 		sock = nc.NetConn()
 	}
 	head := min(int64(brw.Reader.Buffered()), r.ContentLength)
-	var src io.Reader = io.MultiReader(io.LimitReader(brw.Reader, head),
+	body := io.MultiReader(io.LimitReader(brw.Reader, head),
 		&io.LimitedReader{R: sock, N: r.ContentLength - head})
+	src := body
+	var cont *sendContinue
 	if strings.EqualFold(r.Header.Get("Expect"), "100-continue") {
 		// net/http sends it at the first read of the body, which this
 		// handler no longer makes through it. Sent only once the write
 		// has its turn, so that a refusal comes before the body.
-		src = io.MultiReader(&sendContinue{w: conn}, src)
+		cont = &sendContinue{w: conn}
+		src = io.MultiReader(cont, body)
 	}
 	n, err := p.WriteStdin(r.Context(), src, s.cfg.BodyTimeout)
 	// The headers set so far (X-Request-Id) are the reply's too.
@@ -66,8 +69,16 @@ func (s *Server) writeStdinSpliced(w http.ResponseWriter, r *http.Request, p *pr
 		encode(reply, http.StatusOK, stdinReply{Success: true, Written: n})
 	}
 	reply.send(w, conn)
-	if err != nil {
-		linger(conn, brw.Reader)
+	if err != nil && (cont == nil || cont.sent) {
+		// The client may still be sending the rest of the body it
+		// declared (one told 100 Continue, or one that did not wait for
+		// it): read it, for at most lingerTimeout, so that closing does
+		// not reset the connection before the client has read the reply.
+		// The rest is known here, unlike for the early replies that
+		// closeAfterReply drains (lingerMax): this is the owner's request,
+		// and with a cap of its own a client still sending its megabytes
+		// got "broken pipe" instead of the 409 far more often than not.
+		linger(conn, body)
 	}
 	return true
 }
@@ -129,14 +140,14 @@ func (h *hijackedReply) send(w http.ResponseWriter, conn net.Conn) {
 	}
 }
 
-// linger half-closes conn and reads what the client still sends, for at
-// most lingerTimeout and lingerMax bytes, so that closing it does not
-// reset the connection before the client has read the reply. It is the
-// hijacked counterpart of closeAfterReply.
-func linger(conn net.Conn, r io.Reader) {
+// linger half-closes conn and reads the rest of body, what the client
+// still sends of the body it declared, for at most lingerTimeout, so that
+// closing it does not reset the connection before the client has read
+// the reply. It is the hijacked counterpart of closeAfterReply.
+func linger(conn net.Conn, body io.Reader) {
 	if cw, ok := conn.(interface{ CloseWrite() error }); ok {
 		_ = cw.CloseWrite()
 	}
 	_ = conn.SetReadDeadline(time.Now().Add(lingerTimeout))
-	_, _ = io.CopyN(io.Discard, r, lingerMax) // ends at the client's EOF, the deadline or the cap
+	_, _ = io.Copy(io.Discard, body) // ends at the body's end, the client's EOF or the deadline
 }
