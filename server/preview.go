@@ -17,6 +17,7 @@ import (
 	"github.com/gorilla/mux"
 	"github.com/rs/zerolog"
 
+	"github.com/sandbox-executor/sandbox-executor/internal/h1"
 	"github.com/sandbox-executor/sandbox-executor/internal/relay"
 )
 
@@ -63,17 +64,18 @@ type previewTarget struct {
 // transport it keeps to the sandbox's apps.
 type previewProxy struct {
 	rp        *httputil.ReverseProxy
-	transport *http.Transport
+	transport *h1.Transport
 }
 
 func newPreviewProxy(s *Server) *previewProxy {
-	t := &http.Transport{
-		Proxy: nil, // never the sandbox's HTTP_PROXY: the app is local
-		DialContext: func(ctx context.Context, _, addr string) (net.Conn, error) {
-			_, p, _ := net.SplitHostPort(addr)
-			port, _ := strconv.Atoi(p) // set by Rewrite: always a valid port
-			return relay.DialLoopback(ctx, port)
-		},
+	dial := func(ctx context.Context, addr string) (net.Conn, error) {
+		_, p, _ := net.SplitHostPort(addr)
+		port, _ := strconv.Atoi(p) // set by Rewrite: always a valid port
+		return relay.DialLoopback(ctx, port)
+	}
+	fallback := &http.Transport{
+		Proxy:               nil, // never the sandbox's HTTP_PROXY: the app is local
+		DialContext:         func(ctx context.Context, _, addr string) (net.Conn, error) { return dial(ctx, addr) },
 		MaxIdleConns:        previewIdleTotal,
 		MaxIdleConnsPerHost: previewIdlePerPort,
 		IdleConnTimeout:     previewIdleTimeout,
@@ -81,6 +83,16 @@ func newPreviewProxy(s *Server) *previewProxy {
 		// app's encoding back untouched: the transport neither asks for
 		// gzip nor decodes it.
 		DisableCompression: true,
+	}
+	// Bodiless GETs, nearly all of a preview's requests, take a
+	// transport that does each round trip in the handler's goroutine
+	// (see package h1); bodies and upgrades take http.Transport.
+	t := &h1.Transport{
+		Dial:           dial,
+		Fallback:       fallback,
+		MaxIdlePerHost: previewIdlePerPort,
+		MaxIdle:        previewIdleTotal,
+		IdleTimeout:    previewIdleTimeout,
 	}
 	pool := &sync.Pool{New: func() any { return new([previewBufferSize]byte) }}
 	rp := &httputil.ReverseProxy{
