@@ -16,6 +16,13 @@ func (s *Server) routes() {
 	get, post, head, put := http.MethodGet, http.MethodPost, http.MethodHead, http.MethodPut
 	r := s.router
 
+	// Previews by path come first: mux tries the routes in order, and a
+	// page load sends dozens of these at once, where each API call is one.
+	r.Handle("/proxy/{port:[0-9]+}", s.wrap(s.handlePreviewRoot)).Methods(get, http.MethodHead)
+	// Any method, WebDAV's and other extensions' too: the document lists
+	// those it can name and says so with x-any-method.
+	r.Handle("/proxy/{port:[0-9]+}/{rest:.*}", s.wrap(s.handlePreviewPath))
+
 	// HEAD too: load balancers and uptime checkers send it.
 	r.Handle("/health", s.wrap(s.handleHealth)).Methods(get, http.MethodHead)
 	r.Handle("/openapi.yaml", s.wrap(s.handleOpenAPI)).Methods(get)
@@ -63,12 +70,9 @@ func (s *Server) routes() {
 	r.Handle("/metrics", s.wrap(s.handleMetrics)).Methods(get)
 	r.Handle("/stats", s.wrap(s.handleStats)).Methods(get)
 
-	// Previews and tunnels. CONNECT tunnels and previews by host name are
-	// served in front of the router: see serveConnect and routeHost.
-	r.Handle("/proxy/{port:[0-9]+}", s.wrap(s.handlePreviewRoot)).Methods(get, http.MethodHead)
-	// Any method, WebDAV's and other extensions' too: the document lists
-	// those it can name and says so with x-any-method.
-	r.Handle("/proxy/{port:[0-9]+}/{rest:.*}", s.wrap(s.handlePreviewPath))
+	// Tunnels and exposed ports. CONNECT tunnels and previews by host
+	// name are served in front of the router: see serveConnect and
+	// routeHost; previews by path are the first routes.
 	r.Handle("/expose_port", s.wrap(s.handleExposePort)).Methods(post)
 	r.Handle("/unexpose_port", s.wrap(s.handleUnexposePort)).Methods(post)
 	r.Handle("/list_exposed_ports", s.wrap(s.handleExposedList)).Methods(get)
