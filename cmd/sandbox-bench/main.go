@@ -60,7 +60,8 @@ func sections() []section {
 		{"term", "11: terminal keystroke round trip and output rate over /terminal_ws", (*bench).sectionTerminal},
 		{"session", "12: /run of true in a session", (*bench).sectionSession},
 		{"files", "13: /files: 1 GiB up and down, ranges, a tar.gz of 10,000 files", (*bench).sectionFiles},
-		{"tunnel", "14: CONNECT and WebSocket tunnels, preview proxy", (*bench).sectionTunnel},
+		{"tunnel", "14: CONNECT and WebSocket tunnels", (*bench).sectionTunnel},
+		{"preview", "14: the HTTP preview proxy", (*bench).sectionPreview},
 		{"stdin", "15: 100 MiB through /write_stdin into wc -c", (*bench).sectionStdin},
 	}
 }

@@ -52,6 +52,18 @@ func httpAppMain(args []string) error {
 	return http.ListenAndServe(args[0], mux)
 }
 
+// sectionPreview measures the HTTP preview proxy, the last part of
+// figure 14: see previewFigures.
+func (b *bench) sectionPreview(ctx context.Context) error {
+	a, err := b.sharedAgent(ctx)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, sectionTimeout)
+	defer cancel()
+	return b.previewFigures(ctx, a)
+}
+
 // previewFigures measures the preview proxy against the app direct: the
 // requests per second of previewClients keep-alive clients, and how long
 // after the app writes an event it reaches the client. The requests are
@@ -64,32 +76,30 @@ func (b *bench) previewFigures(ctx context.Context, a *agent) error {
 	}
 	defer app.stop()
 	_, port, _ := net.SplitHostPort(app.addr)
-	direct := "http://" + app.addr
-	proxied := a.base + "/proxy/" + port
-	var nDirect, nProxied int64
-	var tDirect, tProxied time.Duration
+	directURL := "http://" + app.addr
+	proxiedURL := a.base + "/proxy/" + port
+	var direct, proxied hammerRun
+	appPID := app.cmd.Process.Pid
 	for range previewRounds {
-		n, d, err := hammer(ctx, a, direct+"/", false)
-		if err != nil {
+		if err := direct.add(ctx, a, appPID, directURL+"/", false); err != nil {
 			return fmt.Errorf("app direct: %w", err)
 		}
-		nDirect, tDirect = nDirect+n, tDirect+d
-		if n, d, err = hammer(ctx, a, proxied+"/", true); err != nil {
+		if err := proxied.add(ctx, a, appPID, proxiedURL+"/", true); err != nil {
 			return fmt.Errorf("preview proxy: %w", err)
 		}
-		nProxied, tProxied = nProxied+n, tProxied+d
 	}
-	b.rep.add(newFigure("14 tunnels", "preview proxy, 16 clients of a small app", float64(nProxied)/tProxied.Seconds(), "req/s").
-		withRef(float64(nDirect)/tDirect.Seconds(), "the app direct, same clients").ratioAtLeast(0.5).
-		withNote("keep-alive net/http clients, %d windows of %s each way, alternating", previewRounds, previewWindow))
+	b.rep.add(newFigure("14 tunnels", "preview proxy, 16 clients of a small app", proxied.rate(), "req/s").
+		withRef(direct.rate(), "the app direct, same clients").ratioAtLeast(0.5).
+		withNote("keep-alive net/http clients, %d windows of %s each way, alternating; CPU per request, clients/app/agent: %s direct, %s proxied",
+			previewRounds, previewWindow, direct.cpuPerRequest(), proxied.cpuPerRequest()))
 
 	var dLat, pLat []time.Duration
 	for range sseSamples {
-		d, err := sseDelay(ctx, a, direct+"/sse", false)
+		d, err := sseDelay(ctx, a, directURL+"/sse", false)
 		if err != nil {
 			return fmt.Errorf("event stream direct: %w", err)
 		}
-		p, err := sseDelay(ctx, a, proxied+"/sse", true)
+		p, err := sseDelay(ctx, a, proxiedURL+"/sse", true)
 		if err != nil {
 			return fmt.Errorf("event stream through the proxy: %w", err)
 		}
@@ -101,6 +111,36 @@ func (b *bench) previewFigures(ctx context.Context, a *agent) error {
 		withNote("%d streams each way; p90 %.2f ms through the proxy, %.2f ms direct", sseSamples,
 			ms(percentile(pLat, 90)), ms(percentile(dLat, 90))))
 	return nil
+}
+
+// hammerRun sums the windows of one kind of hammer: the replies, the
+// time, and the CPU time of the bench's clients, the app and the agent.
+type hammerRun struct {
+	n                   int64
+	wall                time.Duration
+	clients, app, agent time.Duration
+}
+
+// add runs one window of hammer on url and adds it to r.
+func (r *hammerRun) add(ctx context.Context, a *agent, appPID int, url string, auth bool) error {
+	self0, app0, agent0 := selfCPU(), pidCPU(appPID), a.cpuTime()
+	n, d, err := hammer(ctx, a, url, auth)
+	if err != nil {
+		return err
+	}
+	r.n, r.wall = r.n+n, r.wall+d
+	r.clients += selfCPU() - self0
+	r.app += pidCPU(appPID) - app0
+	r.agent += a.cpuTime() - agent0
+	return nil
+}
+
+func (r *hammerRun) rate() float64 { return float64(r.n) / r.wall.Seconds() }
+
+// cpuPerRequest is the CPU each process spent per reply, as "30/15/0 µs".
+func (r *hammerRun) cpuPerRequest() string {
+	per := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(max(r.n, 1)) }
+	return fmt.Sprintf("%.0f/%.0f/%.0f µs", per(r.clients), per(r.app), per(r.agent))
 }
 
 // hammer sends GET url from previewClients goroutines for previewWindow

@@ -59,10 +59,14 @@ func (a *agent) threads() int {
 	return int(n)
 }
 
-// cpuTime returns the user and system CPU time the agent has used, from
+// cpuTime returns the user and system CPU time the agent has used: see
+// pidCPU.
+func (a *agent) cpuTime() time.Duration { return pidCPU(a.pid) }
+
+// pidCPU returns the user and system CPU time process pid has used, from
 // /proc/<pid>/stat, in clock ticks of 10 ms (USER_HZ is 100 on Linux).
-func (a *agent) cpuTime() time.Duration {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(a.pid) + "/stat")
+func pidCPU(pid int) time.Duration {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
 		return -1
 	}
