@@ -78,20 +78,31 @@ func (b *bench) previewFigures(ctx context.Context, a *agent) error {
 	_, port, _ := net.SplitHostPort(app.addr)
 	directURL := "http://" + app.addr
 	proxiedURL := a.base + "/proxy/" + port
-	var direct, proxied hammerRun
+	// The bare relay process of figure 6, in front of the app: what a
+	// proxy that does nothing per request but move its bytes reaches.
+	rel, err := startRelay(ctx, app.addr)
+	if err != nil {
+		return err
+	}
+	defer rel.stop()
+	var direct, proxied, relayed hammerRun
 	appPID := app.cmd.Process.Pid
 	for range previewRounds {
-		if err := direct.add(ctx, a, appPID, directURL+"/", false); err != nil {
+		if err := direct.add(ctx, a, appPID, 0, directURL+"/", false); err != nil {
 			return fmt.Errorf("app direct: %w", err)
 		}
-		if err := proxied.add(ctx, a, appPID, proxiedURL+"/", true); err != nil {
+		if err := proxied.add(ctx, a, appPID, a.pid, proxiedURL+"/", true); err != nil {
 			return fmt.Errorf("preview proxy: %w", err)
+		}
+		if err := relayed.add(ctx, a, appPID, rel.cmd.Process.Pid, "http://"+rel.addr+"/", false); err != nil {
+			return fmt.Errorf("app behind the relay: %w", err)
 		}
 	}
 	b.rep.add(newFigure("14 tunnels", "preview proxy, 16 clients of a small app", proxied.rate(), "req/s").
 		withRef(direct.rate(), "the app direct, same clients").ratioAtLeast(0.5).
-		withNote("keep-alive net/http clients, %d windows of %s each way, alternating; CPU per request, clients/app/agent: %s direct, %s proxied",
-			previewRounds, previewWindow, direct.cpuPerRequest(), proxied.cpuPerRequest()))
+		withNote("keep-alive net/http clients, %d windows of %s each way, alternating; CPU per request, clients/app/agent: %s direct, %s proxied; the bare TCP relay process of figure 6 in front of the app, which parses no HTTP: %.3f× of the app direct (CPU %s, the relay's last)",
+			previewRounds, previewWindow, direct.cpuPerRequest(), proxied.cpuPerRequest(),
+			relayed.rate()/direct.rate(), relayed.cpuPerRequest()))
 
 	var dLat, pLat []time.Duration
 	for range sseSamples {
@@ -114,33 +125,42 @@ func (b *bench) previewFigures(ctx context.Context, a *agent) error {
 }
 
 // hammerRun sums the windows of one kind of hammer: the replies, the
-// time, and the CPU time of the bench's clients, the app and the agent.
+// time, and the CPU time of the bench's clients, the app and the proxy
+// between them, if any.
 type hammerRun struct {
 	n                   int64
 	wall                time.Duration
-	clients, app, agent time.Duration
+	clients, app, proxy time.Duration
 }
 
-// add runs one window of hammer on url and adds it to r.
-func (r *hammerRun) add(ctx context.Context, a *agent, appPID int, url string, auth bool) error {
-	self0, app0, agent0 := selfCPU(), pidCPU(appPID), a.cpuTime()
+// add runs one window of hammer on url and adds it to r; proxyPID is the
+// process between the clients and the app, or 0.
+func (r *hammerRun) add(ctx context.Context, a *agent, appPID, proxyPID int, url string, auth bool) error {
+	cpu := func(pid int) time.Duration {
+		if pid == 0 {
+			return 0
+		}
+		return pidCPU(pid)
+	}
+	self0, app0, proxy0 := selfCPU(), cpu(appPID), cpu(proxyPID)
 	n, d, err := hammer(ctx, a, url, auth)
 	if err != nil {
 		return err
 	}
 	r.n, r.wall = r.n+n, r.wall+d
 	r.clients += selfCPU() - self0
-	r.app += pidCPU(appPID) - app0
-	r.agent += a.cpuTime() - agent0
+	r.app += cpu(appPID) - app0
+	r.proxy += cpu(proxyPID) - proxy0
 	return nil
 }
 
 func (r *hammerRun) rate() float64 { return float64(r.n) / r.wall.Seconds() }
 
-// cpuPerRequest is the CPU each process spent per reply, as "30/15/0 µs".
+// cpuPerRequest is the CPU each process spent per reply, as "30/15/0 µs":
+// clients, app, proxy.
 func (r *hammerRun) cpuPerRequest() string {
 	per := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(max(r.n, 1)) }
-	return fmt.Sprintf("%.0f/%.0f/%.0f µs", per(r.clients), per(r.app), per(r.agent))
+	return fmt.Sprintf("%.0f/%.0f/%.0f µs", per(r.clients), per(r.app), per(r.proxy))
 }
 
 // hammer sends GET url from previewClients goroutines for previewWindow
