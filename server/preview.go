@@ -47,6 +47,7 @@ const (
 	previewIdleTotal   = 256
 	previewIdleTimeout = 90 * time.Second
 	previewBufferSize  = 32 << 10
+	previewMaxHeader   = 1 << 20 // a reply's status line and headers
 )
 
 // previewKey is the context key of a request's previewTarget, from the
@@ -79,6 +80,9 @@ func newPreviewProxy(s *Server) *previewProxy {
 		MaxIdleConns:        previewIdleTotal,
 		MaxIdleConnsPerHost: previewIdlePerPort,
 		IdleConnTimeout:     previewIdleTimeout,
+		// As h1.Transport's default: a reply's header is not a place
+		// for 10 MB, http.Transport's.
+		MaxResponseHeaderBytes: previewMaxHeader,
 		// The client's Accept-Encoding goes to the app as sent, and the
 		// app's encoding back untouched: the transport neither asks for
 		// gzip nor decodes it.
@@ -88,11 +92,12 @@ func newPreviewProxy(s *Server) *previewProxy {
 	// transport that does each round trip in the handler's goroutine
 	// (see package h1); bodies and upgrades take http.Transport.
 	t := &h1.Transport{
-		Dial:           dial,
-		Fallback:       fallback,
-		MaxIdlePerHost: previewIdlePerPort,
-		MaxIdle:        previewIdleTotal,
-		IdleTimeout:    previewIdleTimeout,
+		Dial:                   dial,
+		Fallback:               fallback,
+		MaxIdlePerHost:         previewIdlePerPort,
+		MaxIdle:                previewIdleTotal,
+		IdleTimeout:            previewIdleTimeout,
+		MaxResponseHeaderBytes: previewMaxHeader,
 	}
 	pool := &sync.Pool{New: func() any { return new([previewBufferSize]byte) }}
 	rp := &httputil.ReverseProxy{
