@@ -1,6 +1,9 @@
 package client_test
 
 import (
+	"bytes"
+	"context"
+	"crypto/sha256"
 	"errors"
 	"io"
 	"net"
@@ -136,4 +139,48 @@ func TestExposeAndListTunnels(t *testing.T) {
 	assert.Equal(t, "connect", ts[0].Kind)
 	assert.Equal(t, port, ts[0].Port)
 	assert.Equal(t, int64(5), ts[0].BytesToPort)
+}
+
+// A WebSocket tunnel carries 16 MiB each way byte for byte through the
+// agent, whose pings (every 5 ms here) come between the data; the ctx it
+// was opened with may end meanwhile. Its Close ends the tunnel at the
+// agent.
+func TestDialTunnelWebSocketBulk(t *testing.T) {
+	a := startAgent(t, agentConfig{server: server.Config{KeepAlive: 5 * time.Millisecond}})
+	ctx, cancel := context.WithCancel(t.Context())
+	conn, err := a.c.DialTunnel(ctx, echoPort(t, ""), client.DialOptions{WebSocket: true})
+	require.NoError(t, err)
+	cancel() // it bounds the opening only
+	_ = conn.SetDeadline(time.Now().Add(30 * time.Second))
+	data := make([]byte, 16<<20)
+	for i := range data {
+		data[i] = byte(i/8) ^ byte(i*7)
+	}
+	wrote := make(chan error, 1)
+	go func() {
+		_, err := io.Copy(conn, bytes.NewReader(data[:len(data)/2])) // ReadFrom
+		if err == nil {
+			_, err = conn.Write(data[len(data)/2:])
+		}
+		wrote <- err
+	}()
+	h := sha256.New()
+	_, err = io.CopyN(h, conn, int64(len(data)))
+	require.NoError(t, err)
+	require.NoError(t, <-wrote)
+	assert.Equal(t, sha256.Sum256(data), [32]byte(h.Sum(nil)))
+
+	_, err = io.WriteString(conn, "still there")
+	require.NoError(t, err)
+	got := make([]byte, len("still there"))
+	_, err = io.ReadFull(conn, got)
+	require.NoError(t, err)
+	assert.Equal(t, "still there", string(got))
+
+	require.NoError(t, conn.Close())
+	require.Eventually(t, func() bool {
+		ts, err := a.c.ListTunnels(t.Context())
+		require.NoError(t, err)
+		return len(ts) == 0
+	}, 5*time.Second, 10*time.Millisecond)
 }
