@@ -25,7 +25,7 @@ const (
 	readBufferSize = 64 << 10
 	// maxFramePayload is the largest frame Write and ReadFrom send: a
 	// bigger write goes out in several frames, each in one write(2).
-	maxFramePayload = 256 << 10
+	maxFramePayload = 128 << 10
 	// closeTimeout bounds Close: its wait for a Write in progress to end
 	// before it sends the close frame, and then for the server's close
 	// frame.

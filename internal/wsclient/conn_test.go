@@ -238,11 +238,11 @@ func TestProtocolErrors(t *testing.T) {
 				got <- f
 			})
 			_, err := c.Read(make([]byte, 10))
-			require.ErrorIs(t, err, errProtocol)
+			require.ErrorIs(t, err, ErrProtocol)
 			f := <-got
 			assert.Equal(t, tc.code, int(binary.BigEndian.Uint16(f.payload)))
 			_, err = c.Read(make([]byte, 10))
-			assert.ErrorIs(t, err, errProtocol, "the error stays")
+			assert.ErrorIs(t, err, ErrProtocol, "the error stays")
 		})
 	}
 }

@@ -57,11 +57,11 @@ func (c *Conn) nextFrameLocked() error {
 func (c *Conn) dataFrameLocked(h header) error {
 	switch {
 	case h.opcode == opContinuation && !c.inMessage:
-		return c.failLocked(closeProtocol, fmt.Errorf("%w: a continuation frame outside a message", errProtocol))
+		return c.failLocked(closeProtocol, fmt.Errorf("%w: a continuation frame outside a message", ErrProtocol))
 	case h.opcode != opContinuation && c.inMessage:
-		return c.failLocked(closeProtocol, fmt.Errorf("%w: a new message before the last one ended", errProtocol))
+		return c.failLocked(closeProtocol, fmt.Errorf("%w: a new message before the last one ended", ErrProtocol))
 	case h.opcode == opText:
-		return c.failLocked(closeUnsupported, fmt.Errorf("%w: a text message (a tunnel carries binary ones)", errProtocol))
+		return c.failLocked(closeUnsupported, fmt.Errorf("%w: a text message (a tunnel carries binary ones)", ErrProtocol))
 	}
 	c.inMessage = !h.fin
 	c.msg = h.length
@@ -75,11 +75,11 @@ func (c *Conn) closeFrameLocked(payload []byte) error {
 	code, reason := closeNoStatus, ""
 	switch {
 	case len(payload) == 1:
-		return c.failLocked(closeProtocol, fmt.Errorf("%w: a close frame of 1 byte", errProtocol))
+		return c.failLocked(closeProtocol, fmt.Errorf("%w: a close frame of 1 byte", ErrProtocol))
 	case len(payload) >= 2:
 		code, reason = int(binary.BigEndian.Uint16(payload)), string(payload[2:])
 		if !utf8.ValidString(reason) {
-			return c.failLocked(closeProtocol, fmt.Errorf("%w: a close reason that is not UTF-8", errProtocol))
+			return c.failLocked(closeProtocol, fmt.Errorf("%w: a close reason that is not UTF-8", ErrProtocol))
 		}
 	}
 	reply := []byte{}

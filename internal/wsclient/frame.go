@@ -38,9 +38,11 @@ const (
 	keystreamSize = 4096
 )
 
-// errProtocol is wrapped by the error of a frame the server must not
-// send; Read then fails, and the connection is closed with 1002.
-var errProtocol = errors.New("websocket protocol error")
+// ErrProtocol is wrapped by Read's error for a frame the server must not
+// send (or a text message, which a tunnel does not carry); Read then
+// fails for good, and the client sends a close frame with 1002 (1003 for
+// text).
+var ErrProtocol = errors.New("websocket protocol error")
 
 // header is a frame header, as the server sent it.
 type header struct {
@@ -54,7 +56,7 @@ func isControl(op byte) bool { return op&0x8 != 0 }
 
 // parseHeader parses the header at the start of b. It returns the header
 // and its length in bytes, or need > len(b) when b is too short to hold
-// it, or an error wrapping errProtocol for a header no server may send:
+// it, or an error wrapping ErrProtocol for a header no server may send:
 // a masked frame, reserved bits or opcodes, a fragmented or long control
 // frame, a length of 2^63 or more.
 func parseHeader(b []byte) (h header, size, need int, err error) {
@@ -64,10 +66,10 @@ func parseHeader(b []byte) (h header, size, need int, err error) {
 	h.fin = b[0]&0x80 != 0
 	h.opcode = b[0] & 0x0F
 	if b[0]&0x70 != 0 {
-		return h, 0, 0, fmt.Errorf("%w: reserved bits set (no extension was negotiated)", errProtocol)
+		return h, 0, 0, fmt.Errorf("%w: reserved bits set (no extension was negotiated)", ErrProtocol)
 	}
 	if b[1]&0x80 != 0 {
-		return h, 0, 0, fmt.Errorf("%w: the server masked a frame", errProtocol)
+		return h, 0, 0, fmt.Errorf("%w: the server masked a frame", ErrProtocol)
 	}
 	size = 2
 	switch l := b[1] & 0x7F; l {
@@ -87,17 +89,17 @@ func parseHeader(b []byte) (h header, size, need int, err error) {
 	case 10:
 		l := binary.BigEndian.Uint64(b[2:])
 		if l>>63 != 0 {
-			return h, 0, 0, fmt.Errorf("%w: frame length %d", errProtocol, l)
+			return h, 0, 0, fmt.Errorf("%w: frame length %d", ErrProtocol, l)
 		}
 		h.length = int64(l)
 	}
 	switch {
 	case h.opcode > opBinary && h.opcode < opClose, h.opcode > opPong:
-		return h, 0, 0, fmt.Errorf("%w: reserved opcode %#x", errProtocol, h.opcode)
+		return h, 0, 0, fmt.Errorf("%w: reserved opcode %#x", ErrProtocol, h.opcode)
 	case isControl(h.opcode) && !h.fin:
-		return h, 0, 0, fmt.Errorf("%w: a fragmented control frame", errProtocol)
+		return h, 0, 0, fmt.Errorf("%w: a fragmented control frame", ErrProtocol)
 	case isControl(h.opcode) && h.length > maxControl:
-		return h, 0, 0, fmt.Errorf("%w: a control frame of %d bytes", errProtocol, h.length)
+		return h, 0, 0, fmt.Errorf("%w: a control frame of %d bytes", ErrProtocol, h.length)
 	}
 	return h, size, size, nil
 }
