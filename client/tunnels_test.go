@@ -9,6 +9,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strconv"
 	"testing"
 	"time"
@@ -183,4 +185,56 @@ func TestDialTunnelWebSocketBulk(t *testing.T) {
 		require.NoError(t, err)
 		return len(ts) == 0
 	}, 5*time.Second, 10*time.Millisecond)
+}
+
+// A WebSocket tunnel passes a TLS edge that passes upgrades (a reverse
+// proxy), dialled with the TLS settings of the Client's transport.
+func TestDialTunnelWebSocketThroughTLSEdge(t *testing.T) {
+	a := startAgent(t, agentConfig{})
+	target, err := url.Parse(a.ts.URL)
+	require.NoError(t, err)
+	edge := httptest.NewTLSServer(httputil.NewSingleHostReverseProxy(target))
+	defer edge.Close()
+	c, err := client.New(edge.URL, testSecret, client.WithHTTPClient(edge.Client()))
+	require.NoError(t, err)
+	conn, err := c.DialTunnel(t.Context(), echoPort(t, "hi "), client.DialOptions{WebSocket: true})
+	require.NoError(t, err)
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	_, err = io.WriteString(conn, "over TLS")
+	require.NoError(t, err)
+	got := make([]byte, len("hi over TLS"))
+	_, err = io.ReadFull(conn, got)
+	require.NoError(t, err)
+	assert.Equal(t, "hi over TLS", string(got))
+
+	_, err = c.DialTunnel(t.Context(), testutil.ClosedPort(t), client.DialOptions{WebSocket: true})
+	var ae *client.Error
+	require.ErrorAs(t, err, &ae)
+	assert.Equal(t, http.StatusBadGateway, ae.StatusCode)
+}
+
+// An edge that does not upgrade the WebSocket (a page of its own) is told
+// apart from the agent's refusals, and both from no agent at all.
+func TestDialTunnelWebSocketNotUpgraded(t *testing.T) {
+	edge := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		w.WriteHeader(http.StatusBadGateway)
+		_, _ = io.WriteString(w, "<html>bad gateway</html>")
+	}))
+	defer edge.Close()
+	c, err := client.New(edge.URL, "t", client.WithHTTPClient(edge.Client()))
+	require.NoError(t, err)
+	_, err = c.DialTunnel(t.Context(), 22, client.DialOptions{WebSocket: true})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "did not upgrade /tunnel_ws to a WebSocket: 502 Bad Gateway")
+	var ae *client.Error
+	assert.False(t, errors.As(err, &ae))
+	var ce *client.ConnError
+	assert.False(t, errors.As(err, &ce))
+
+	gone, err := client.New("http://127.0.0.1:"+strconv.Itoa(testutil.ClosedPort(t)), "t")
+	require.NoError(t, err)
+	_, err = gone.DialTunnel(t.Context(), 22, client.DialOptions{WebSocket: true})
+	assert.ErrorAs(t, err, &ce, "no agent at all")
 }
