@@ -15,9 +15,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/coder/websocket"
-
-	"github.com/sandbox-executor/sandbox-executor/internal/relay"
+	"github.com/sandbox-executor/sandbox-executor/internal/wsclient"
 )
 
 // ErrConnectUnsupported is matched by errors.Is when a CONNECT did not
@@ -168,38 +166,43 @@ func agentError(status int, body []byte) *Error {
 	return &Error{StatusCode: status, Message: *e.Error}
 }
 
-// dialWebSocket opens a tunnel over GET /tunnel_ws?port=PORT.
+// dialWebSocket opens a tunnel over GET {base path}/tunnel_ws?port=PORT,
+// on a connection dialled as for CONNECT. The WebSocket is this module's
+// own client (internal/wsclient), which writes each frame in one write(2)
+// rather than 4 KiB at a time.
 func (c *Client) dialWebSocket(ctx context.Context, port int) (net.Conn, error) {
-	u := "ws" + strings.TrimPrefix(c.base, "http") + "/tunnel_ws?port=" + strconv.Itoa(port)
-	hc := c.hc
-	if hc.Timeout != 0 { // the WebSocket library refuses one: the tunnel would end with it
-		copied := *hc
-		copied.Timeout = 0
-		hc = &copied
-	}
-	opts := &websocket.DialOptions{HTTPClient: hc, Subprotocols: []string{"sandbox-executor"}, HTTPHeader: http.Header{}}
-	if c.token != "" {
-		opts.HTTPHeader.Set("Authorization", "Bearer "+c.token)
-	}
-	ws, resp, err := websocket.Dial(ctx, u, opts)
+	u, _ := url.Parse(c.base) // checked by New
+	conn, err := c.dialAgent(ctx, u)
 	if err != nil {
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			return nil, ctxErr
 		}
-		if resp != nil && resp.StatusCode != http.StatusSwitchingProtocols {
-			var body []byte
-			if resp.Body != nil {
-				body, _ = io.ReadAll(io.LimitReader(resp.Body, 1024))
-			}
-			if e := agentError(resp.StatusCode, body); e != nil {
-				return nil, e
-			}
-			return nil, fmt.Errorf("%s did not upgrade %s to a WebSocket: %s", c.base, "/tunnel_ws", resp.Status)
-		}
 		return nil, &ConnError{URL: c.base, Err: err}
 	}
-	// Not ctx: it bounds the opening only. Close ends the tunnel.
-	return relay.WebSocket(context.WithoutCancel(ctx), ws), nil
+	req := wsclient.Request{
+		Host:        u.Host,
+		Path:        strings.TrimRight(u.EscapedPath(), "/") + "/tunnel_ws?port=" + strconv.Itoa(port),
+		Subprotocol: "sandbox-executor",
+	}
+	if c.token != "" {
+		req.Header = http.Header{"Authorization": {"Bearer " + c.token}}
+	}
+	ws, err := wsclient.Handshake(ctx, conn, req)
+	if err == nil {
+		return ws, nil
+	}
+	conn.Close()
+	var ue *wsclient.UpgradeError
+	switch {
+	case ctx.Err() != nil:
+		return nil, ctx.Err()
+	case errors.As(err, &ue):
+		if e := agentError(ue.StatusCode, ue.Body); e != nil {
+			return nil, e
+		}
+		return nil, fmt.Errorf("%s did not upgrade %s to a WebSocket: %s", c.base, "/tunnel_ws", ue.Status)
+	}
+	return nil, &ConnError{URL: c.base, Err: err}
 }
 
 // bufferedConn is a tunnel whose first bytes were read with the CONNECT

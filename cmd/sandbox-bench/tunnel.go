@@ -76,7 +76,7 @@ func (b *bench) sectionTunnel(ctx context.Context) error {
 			withNote("median of %d, alternating with the relay and the WebSocket tunnel", tunnelBulkRepeats))
 		b.rep.add(newFigure("14 tunnels", "WebSocket tunnel, bulk 512 MiB "+dir.name, wsMed, "GiB/s").
 			withRef(connectMed, "the CONNECT tunnel").ratioAtLeast(0.6).
-			withNote("binary messages; the client's WebSocket (coder/websocket) in this process"))
+			withNote("binary messages; the client's WebSocket (internal/wsclient: one write(2) per 128 KiB frame) in this process, the agent's coder/websocket"))
 	}
 
 	conns := make([]net.Conn, 2)
