@@ -135,7 +135,12 @@ func (t *Transport) exchange(ctx context.Context, c *conn, req *http.Request, re
 		stop()
 		return nil, err
 	}
-	b := &body{rc: resp.Body, c: c, t: t, stop: stop, keep: !resp.Close && !req.Close}
+	// After a HEAD the connection is not kept: an app that wrongly sends
+	// a body anyway would have it read as the next request's reply.
+	// (http.Transport finds such bytes with the read it keeps going on
+	// every idle connection, which this transport saves.)
+	keep := !resp.Close && !req.Close && req.Method != http.MethodHead
+	b := &body{rc: resp.Body, c: c, t: t, stop: stop, keep: keep}
 	if resp.Body == http.NoBody {
 		b.done(true)
 		return resp, nil

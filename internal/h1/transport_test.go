@@ -108,14 +108,14 @@ func TestKeepsConnectionsAlive(t *testing.T) {
 	resp, body := get(t, tr, http.MethodGet, a.URL+"/chunked")
 	assert.Equal(t, "part one, part two", body)
 	assert.Equal(t, []string{"chunked"}, resp.TransferEncoding)
-	resp, body = get(t, tr, http.MethodHead, a.URL+"/")
-	assert.Equal(t, http.StatusOK, resp.StatusCode)
-	assert.Empty(t, body)
 	resp, _ = get(t, tr, http.MethodGet, a.URL+"/empty")
 	assert.Equal(t, http.StatusNoContent, resp.StatusCode)
 	resp, _ = get(t, tr, http.MethodOptions, a.URL+"/")
 	assert.Equal(t, http.StatusOK, resp.StatusCode)
 	assert.EqualValues(t, 1, a.conns.Load(), "every request on one connection")
+	resp, body = get(t, tr, http.MethodHead, a.URL+"/")
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+	assert.Empty(t, body)
 	assert.Zero(t, fb.n.Load())
 }
 
@@ -345,3 +345,51 @@ func TestTheIdlePoolIsBounded(t *testing.T) {
 
 // activeConns counts the app's connections not yet closed.
 func activeConns(a *app) int64 { return a.conns.Load() - a.closed.Load() }
+
+// An app that sends a body with its reply to a HEAD must not have it read
+// as the next request's reply: the connection is not kept after a HEAD.
+func TestABodyAfterAHeadIsNotTakenForTheNextReply(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { // a wrong app: every reply has its body, HEAD's too, late
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer c.Close()
+				br := bufio.NewReader(c)
+				late := "" // HEAD's body, sent late: just before the next reply
+				for {
+					req, err := http.ReadRequest(br)
+					if err != nil {
+						return
+					}
+					body := "reply to " + req.Method
+					fmt.Fprintf(c, "%sHTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n", late, len(body))
+					late = ""
+					if req.Method == http.MethodHead {
+						late = body
+						continue
+					}
+					io.WriteString(c, body)
+				}
+			}()
+		}
+	}()
+	tr, _ := newTransport(t)
+	url := "http://" + ln.Addr().String() + "/"
+	get(t, tr, http.MethodHead, url)
+	_, body := get(t, tr, http.MethodGet, url)
+	assert.Equal(t, "reply to GET", body)
+	tr.CloseIdleConnections()
+	ln.Close()
+	wg.Wait()
+}
