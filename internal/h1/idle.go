@@ -1,8 +1,13 @@
 package h1
 
 import (
+	"errors"
+	"net"
 	"net/http"
+	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // The idle pool: per host a stack, so that the connection used last, the
@@ -10,8 +15,20 @@ import (
 // timer, armed while any connection is idle, closes those idle for longer
 // than IdleTimeout.
 
-// getIdle takes the newest idle connection to host; nil if none.
+// getIdle takes the newest idle connection to host that is still quiet
+// (see quiet); nil if none.
 func (t *Transport) getIdle(host string) *conn {
+	for {
+		c := t.popIdle(host)
+		if c == nil || quiet(c.nc) {
+			return c
+		}
+		c.nc.Close()
+	}
+}
+
+// popIdle takes the newest idle connection to host; nil if none.
+func (t *Transport) popIdle(host string) *conn {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	s := t.idle[host]
@@ -23,6 +40,30 @@ func (t *Transport) getIdle(host string) *conn {
 	t.idle[host] = s[:len(s)-1]
 	t.nIdle--
 	return c
+}
+
+// quiet reports whether nc, idle, has nothing to read: neither the app's
+// close (which the retry in RoundTrip would also cover) nor bytes it sent
+// unasked, which would be read as the next request's reply. One
+// non-blocking peek, as http.Transport learns the same from the read it
+// keeps going on every idle connection. A connection that cannot be
+// peeked at counts as quiet.
+func quiet(nc net.Conn) bool {
+	sc, ok := nc.(syscall.Conn)
+	if !ok {
+		return true
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return true
+	}
+	var b [1]byte
+	var perr error
+	err = rc.Read(func(fd uintptr) bool {
+		_, _, perr = unix.Recvfrom(int(fd), b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
+		return true // never wait: an answer of EAGAIN is the one wanted
+	})
+	return err == nil && errors.Is(perr, unix.EAGAIN)
 }
 
 // putIdle keeps c for reuse, or closes it if the pool is full.

@@ -393,3 +393,45 @@ func TestABodyAfterAHeadIsNotTakenForTheNextReply(t *testing.T) {
 	ln.Close()
 	wg.Wait()
 }
+
+// Bytes an app sends on a connection while it is idle are never read as
+// the next request's reply: the connection is dropped before reuse.
+func TestBytesSentUnaskedOnAnIdleConnectionDropIt(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	unasked := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { // a wrong app: after its first reply, a reply nobody asked for
+		defer wg.Done()
+		for n := 1; ; n++ {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = http.ReadRequest(bufio.NewReader(c))
+			fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: 7\r\n\r\nreply %d", n)
+			if n == 1 {
+				<-unasked
+				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nfake!")
+			}
+			defer c.Close()
+		}
+	}()
+	tr, _ := newTransport(t)
+	url := "http://" + ln.Addr().String() + "/"
+	_, body := get(t, tr, http.MethodGet, url)
+	require.Equal(t, "reply 1", body)
+	close(unasked)
+	require.Eventually(t, func() bool {
+		tr.mu.Lock()
+		defer tr.mu.Unlock()
+		return !quiet(tr.idle[ln.Addr().String()][0].nc)
+	}, 5*time.Second, time.Millisecond, "the unasked reply reached the idle connection")
+	_, body = get(t, tr, http.MethodGet, url)
+	assert.Equal(t, "reply 2", body)
+	tr.CloseIdleConnections()
+	ln.Close()
+	wg.Wait()
+}
