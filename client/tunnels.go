@@ -59,13 +59,9 @@ func (c *Client) DialTunnel(ctx context.Context, port int, opts DialOptions) (ne
 // with the token in Authorization, which edges pass on (they drop
 // Proxy-Authorization, a hop-by-hop header).
 func (c *Client) dialConnect(ctx context.Context, port int) (net.Conn, error) {
-	u, _ := url.Parse(c.base) // checked by New
-	conn, err := c.dialAgent(ctx, u)
+	u, conn, err := c.dialAgent(ctx)
 	if err != nil {
-		if ctxErr := ctx.Err(); ctxErr != nil {
-			return nil, ctxErr
-		}
-		return nil, &ConnError{URL: c.base, Err: err}
+		return nil, err
 	}
 	// The handshake is bounded by ctx: a deadline, and a close if it ends.
 	if d, ok := ctx.Deadline(); ok {
@@ -89,8 +85,23 @@ func (c *Client) dialConnect(ctx context.Context, port int) (net.Conn, error) {
 	return &bufferedConn{Conn: conn, r: br}, nil
 }
 
-// dialAgent connects to the agent's host, with TLS for https.
-func (c *Client) dialAgent(ctx context.Context, u *url.URL) (net.Conn, error) {
+// dialAgent connects to the agent's host, with TLS for https, for a
+// tunnel's handshake. It returns the parsed base URL with the connection;
+// its errors are ctx's, or a *ConnError.
+func (c *Client) dialAgent(ctx context.Context) (*url.URL, net.Conn, error) {
+	u, _ := url.Parse(c.base) // checked by New
+	conn, err := c.dialHost(ctx, u)
+	if err != nil {
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return nil, nil, ctxErr
+		}
+		return nil, nil, &ConnError{URL: c.base, Err: err}
+	}
+	return u, conn, nil
+}
+
+// dialHost connects to u's host, with TLS for https.
+func (c *Client) dialHost(ctx context.Context, u *url.URL) (net.Conn, error) {
 	host := u.Host
 	if u.Port() == "" {
 		host = net.JoinHostPort(u.Hostname(), map[string]string{"http": "80", "https": "443"}[u.Scheme])
@@ -171,13 +182,9 @@ func agentError(status int, body []byte) *Error {
 // own client (internal/wsclient), which writes each frame in one write(2)
 // rather than 4 KiB at a time.
 func (c *Client) dialWebSocket(ctx context.Context, port int) (net.Conn, error) {
-	u, _ := url.Parse(c.base) // checked by New
-	conn, err := c.dialAgent(ctx, u)
+	u, conn, err := c.dialAgent(ctx)
 	if err != nil {
-		if ctxErr := ctx.Err(); ctxErr != nil {
-			return nil, ctxErr
-		}
-		return nil, &ConnError{URL: c.base, Err: err}
+		return nil, err
 	}
 	req := wsclient.Request{
 		Host:        u.Host,
