@@ -152,13 +152,11 @@ func (t *Transport) exchange(ctx context.Context, c *conn, req *http.Request, re
 // send writes req on c and reads the reply's header, passing 1xx replies
 // but 101 to the request's trace (ReverseProxy forwards them).
 func (t *Transport) send(c *conn, req *http.Request, reused bool) (*http.Response, error) {
-	if err := req.Write(c.bw); err != nil {
-		if reused {
-			return nil, fmt.Errorf("%w: %w", errStale, err)
-		}
-		return nil, err
+	err := req.Write(c.bw)
+	if err == nil {
+		err = c.bw.Flush()
 	}
-	if err := c.bw.Flush(); err != nil {
+	if err != nil {
 		if reused {
 			return nil, fmt.Errorf("%w: %w", errStale, err)
 		}
