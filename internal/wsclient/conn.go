@@ -252,9 +252,9 @@ func (c *Conn) unlockWrite() {
 	}
 }
 
-// writeFrameLocked masks payload into frame[maxHeader:] (payload may be
-// that very slice, masked in place) and writes it, with its header in the
-// room before it, in one write. The write lock must be held.
+// writeFrameLocked sends a data frame of payload through frame, as
+// sendLocked does, after the control frames queued. The write lock must
+// be held.
 func (c *Conn) writeFrameLocked(opcode byte, frame, payload []byte) error {
 	if c.writeErr != nil {
 		return c.writeErr
@@ -263,12 +263,23 @@ func (c *Conn) writeFrameLocked(opcode byte, frame, payload []byte) error {
 	if c.closeSent && opcode != opClose {
 		return ErrClosing
 	}
+	return c.sendLocked(opcode, frame, payload)
+}
+
+// sendLocked masks payload into frame[maxHeader:] (payload may be that
+// very slice, masked in place) and writes it, with its header in the room
+// before it, in one write. A failure is the writers' sticky error. The
+// write lock must be held.
+func (c *Conn) sendLocked(opcode byte, frame, payload []byte) error {
+	if c.writeErr != nil {
+		return c.writeErr
+	}
 	key := uint32(c.rng.Uint64())
 	mask(frame[maxHeader:], payload, key, &c.ks)
 	var hdr [maxHeader]byte
 	size := putHeader(&hdr, opcode, len(payload), key)
 	copy(frame[maxHeader-size:], hdr[maxHeader-size:])
-	if _, err := c.nc.Write(frame[maxHeader-size:]); err != nil {
+	if _, err := c.nc.Write(frame[maxHeader-size : maxHeader+len(payload)]); err != nil {
 		c.writeErr = err
 		return err
 	}

@@ -164,25 +164,10 @@ func (c *Conn) flushControlLocked() {
 }
 
 // writeControlLocked writes a control frame (its payload at most
-// maxControl bytes). A failure is the writers' sticky error.
+// maxControl bytes), as sendLocked does. The write lock must be held.
 func (c *Conn) writeControlLocked(opcode byte, payload []byte) error {
-	if c.writeErr != nil {
-		return c.writeErr
-	}
 	var buf [maxHeader + maxControl]byte
-	key := uint32(c.rng.Uint64())
-	mask(buf[maxHeader:], payload, key, &c.ks)
-	var hdr [maxHeader]byte
-	size := putHeader(&hdr, opcode, len(payload), key)
-	copy(buf[maxHeader-size:], hdr[maxHeader-size:])
-	if _, err := c.nc.Write(buf[maxHeader-size : maxHeader+len(payload)]); err != nil {
-		c.writeErr = err
-		return err
-	}
-	if opcode == opClose {
-		c.closeSent = true
-	}
-	return nil
+	return c.sendLocked(opcode, buf[:maxHeader+len(payload)], payload)
 }
 
 // Close sends a close frame (1000) unless one was sent, waits for the
