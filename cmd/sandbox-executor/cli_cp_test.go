@@ -24,18 +24,7 @@ func TestCLICpLargeFile(t *testing.T) {
 	src := filepath.Join(local, "big.bin")
 	require.NoError(t, os.WriteFile(src, data, 0o644))
 
-	r := runCLI(t, a.env, nil, "cp", src, "sandbox:"+remote+"/")
-	require.Equal(t, cliResult{0, "", ""}, r)
-	got, err := os.ReadFile(filepath.Join(remote, "big.bin"))
-	require.NoError(t, err)
-	require.True(t, bytes.Equal(data, got), "upload changed the bytes")
-
-	back := filepath.Join(local, "back.bin")
-	r = runCLI(t, a.env, nil, "cp", "sandbox:"+filepath.Join(remote, "big.bin"), back)
-	require.Equal(t, cliResult{0, "", ""}, r)
-	got, err = os.ReadFile(back)
-	require.NoError(t, err)
-	require.True(t, bytes.Equal(data, got), "the round trip changed the bytes")
+	cpRoundTrip(t, a, data, src, "sandbox:"+remote+"/", filepath.Join(remote, "big.bin"), filepath.Join(local, "back.bin"))
 }
 
 // cpTree makes a small tree with a nested file, an empty directory, an

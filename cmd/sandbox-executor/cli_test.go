@@ -244,6 +244,24 @@ func retained(t *testing.T, c *client.Client, id string) int {
 	return n - 1 // complete
 }
 
+// cpRoundTrip copies src (holding data) to dst with cp, checks that
+// remoteFile, where dst puts it, holds data, then copies remoteFile back
+// to back and checks it too.
+func cpRoundTrip(t *testing.T, a *cliAgent, data []byte, src, dst, remoteFile, back string) {
+	t.Helper()
+	r := runCLI(t, a.env, nil, "cp", src, dst)
+	require.Equal(t, cliResult{0, "", ""}, r)
+	got, err := os.ReadFile(remoteFile)
+	require.NoError(t, err)
+	require.True(t, bytes.Equal(data, got), "upload changed the bytes")
+
+	r = runCLI(t, a.env, nil, "cp", "sandbox:"+remoteFile, back)
+	require.Equal(t, cliResult{0, "", ""}, r)
+	got, err = os.ReadFile(back)
+	require.NoError(t, err)
+	require.True(t, bytes.Equal(data, got), "the round trip changed the bytes")
+}
+
 func TestCLICp(t *testing.T) {
 	a := startCLIAgent(t)
 	local, remote := t.TempDir(), t.TempDir() // the "sandbox" is this machine
@@ -253,18 +271,8 @@ func TestCLICp(t *testing.T) {
 	src := filepath.Join(local, "blob.bin")
 	require.NoError(t, os.WriteFile(src, data, 0o600))
 
-	r := runCLI(t, a.env, nil, "cp", src, "sandbox:"+filepath.Join(remote, "up.bin"))
-	require.Equal(t, cliResult{0, "", ""}, r)
-	got, err := os.ReadFile(filepath.Join(remote, "up.bin"))
-	require.NoError(t, err)
-	require.True(t, bytes.Equal(data, got), "upload changed the bytes")
-
 	back := filepath.Join(local, "back.bin")
-	r = runCLI(t, a.env, nil, "cp", "sandbox:"+filepath.Join(remote, "up.bin"), back)
-	require.Equal(t, cliResult{0, "", ""}, r)
-	got, err = os.ReadFile(back)
-	require.NoError(t, err)
-	require.True(t, bytes.Equal(data, got), "the round trip changed the bytes")
+	cpRoundTrip(t, a, data, src, "sandbox:"+filepath.Join(remote, "up.bin"), filepath.Join(remote, "up.bin"), back)
 	st, err := os.Stat(back)
 	require.NoError(t, err)
 	assert.Equal(t, os.FileMode(0o644), st.Mode().Perm(), "the remote file's permissions")
@@ -273,14 +281,14 @@ func TestCLICp(t *testing.T) {
 	assert.Empty(t, leftovers)
 
 	// Into directories: the file keeps its name.
-	r = runCLI(t, a.env, nil, "cp", src, "sandbox:"+remote)
+	r := runCLI(t, a.env, nil, "cp", src, "sandbox:"+remote)
 	require.Equal(t, cliResult{0, "", ""}, r)
 	assert.FileExists(t, filepath.Join(remote, "blob.bin"))
 	sub := filepath.Join(local, "sub")
 	require.NoError(t, os.Mkdir(sub, 0o755))
 	r = runCLI(t, a.env, nil, "cp", "sandbox:"+filepath.Join(remote, "blob.bin"), sub)
 	require.Equal(t, cliResult{0, "", ""}, r)
-	got, err = os.ReadFile(filepath.Join(sub, "blob.bin"))
+	got, err := os.ReadFile(filepath.Join(sub, "blob.bin"))
 	require.NoError(t, err)
 	assert.True(t, bytes.Equal(data, got))
 
