@@ -16,6 +16,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/sandbox-executor/sandbox-executor/internal/testutil"
 )
 
 // ent is an entry of an archive made by mkTar.
@@ -109,7 +111,7 @@ func TestExtractRoundTrip(t *testing.T) {
 		fi, err := os.Stat(filepath.Join(dst, "a.txt"))
 		require.NoError(t, err)
 		assert.Equal(t, time.Date(2020, 1, 2, 3, 4, 5, 0, time.UTC), fi.ModTime().UTC())
-		assert.Empty(t, leftovers(t, filepath.Dir(dst)))
+		assert.Empty(t, testutil.Leftovers(t, filepath.Dir(dst)))
 	}
 }
 
@@ -155,7 +157,7 @@ func TestExtractMerges(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, ents, "nothing was written through the link")
 	assert.Equal(t, fs.FileMode(0o555), mode(t, filepath.Join(dir, "ro")), "restored once its entries are in")
-	assert.Empty(t, leftovers(t, filepath.Dir(dir)))
+	assert.Empty(t, testutil.Leftovers(t, filepath.Dir(dir)))
 }
 
 // Every refused archive names its entry and changes nothing.
@@ -268,5 +270,5 @@ func TestExtractIntoLink(t *testing.T) {
 		ent{name: "abs", typ: tar.TypeSymlink, link: filepath.Join(real, "a")})), ExtractOptions{})
 	require.NoError(t, err, "an absolute link inside the directory is inside")
 	assert.FileExists(t, filepath.Join(real, "a"))
-	assert.Empty(t, leftovers(t, filepath.Dir(real)))
+	assert.Empty(t, testutil.Leftovers(t, filepath.Dir(real)))
 }

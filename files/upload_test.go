@@ -14,19 +14,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-)
 
-// leftovers returns the temporary files of uploads and extractions in dir.
-func leftovers(t *testing.T, dir string) []string {
-	t.Helper()
-	var found []string
-	for _, pattern := range []string{".*.upload-*", ".*.extract-*", ".extract-*"} {
-		m, err := filepath.Glob(filepath.Join(dir, pattern))
-		require.NoError(t, err)
-		found = append(found, m...)
-	}
-	return found
-}
+	"github.com/sandbox-executor/sandbox-executor/internal/testutil"
+)
 
 // mountTmpfs mounts a tmpfs of the given size (such as "1m") on a new
 // temporary directory and returns it; it is unmounted when the test ends.
@@ -70,7 +60,7 @@ func TestWriteAtomicCreatesAndReplaces(t *testing.T) {
 	got, err := os.ReadFile(p)
 	require.NoError(t, err)
 	assert.Empty(t, got)
-	assert.Empty(t, leftovers(t, filepath.Dir(p)))
+	assert.Empty(t, testutil.Leftovers(t, filepath.Dir(p)))
 }
 
 // A link is followed, as open(2) follows it: the file it leads to is
@@ -136,7 +126,7 @@ func TestWriteAtomicFailureLeavesOld(t *testing.T) {
 	got, err := os.ReadFile(p)
 	require.NoError(t, err)
 	assert.Equal(t, "old", string(got))
-	assert.Empty(t, leftovers(t, dir))
+	assert.Empty(t, testutil.Leftovers(t, dir))
 }
 
 func TestWriteAtomicRefuses(t *testing.T) {
@@ -158,7 +148,7 @@ func TestWriteAtomicRefuses(t *testing.T) {
 	require.NoError(t, os.WriteFile(file, nil, 0o644))
 	_, err = WriteAtomic(t.Context(), filepath.Join(file, "x"), strings.NewReader("x"), WriteOptions{})
 	assert.ErrorIs(t, err, syscall.ENOTDIR, "a parent that is a file")
-	assert.Empty(t, leftovers(t, dir))
+	assert.Empty(t, testutil.Leftovers(t, dir))
 }
 
 // A full disk is ErrNoSpace, in the system's words, and leaves nothing.
@@ -172,7 +162,7 @@ func TestWriteAtomicNoSpace(t *testing.T) {
 	got, err := os.ReadFile(p)
 	require.NoError(t, err)
 	assert.Equal(t, "old", string(got))
-	assert.Empty(t, leftovers(t, dir))
+	assert.Empty(t, testutil.Leftovers(t, dir))
 
 	free, err := FreeSpace(dir)
 	require.NoError(t, err)
@@ -188,13 +178,13 @@ func TestStageCommitDiscard(t *testing.T) {
 	sb, err := Stage(t.Context(), b, strings.NewReader("bbb"), WriteOptions{})
 	require.NoError(t, err)
 	assert.NoFileExists(t, a)
-	assert.Len(t, leftovers(t, dir), 2)
+	assert.Len(t, testutil.Leftovers(t, dir), 2)
 	sb.Discard()
 	w, err := sa.Commit()
 	require.NoError(t, err)
 	assert.Equal(t, Written{Path: a, Size: 2, Created: true}, w)
 	assert.NoFileExists(t, b)
-	assert.Empty(t, leftovers(t, dir))
+	assert.Empty(t, testutil.Leftovers(t, dir))
 }
 
 func TestWriteAt(t *testing.T) {

@@ -21,6 +21,8 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/sandbox-executor/sandbox-executor/internal/testutil"
 )
 
 // dialFiles opens a connection to the test server for requests written by
@@ -146,7 +148,7 @@ func TestFilesAtomicOverwrite(t *testing.T) {
 	close(stop)
 	wg.Wait()
 	assert.Zero(t, bad.Load(), "a reader saw neither the old content nor the new")
-	assert.Empty(t, leftovers(t, dir))
+	assert.Empty(t, testutil.Leftovers(t, dir))
 }
 
 func authGet(t *testing.T, url string) *http.Request {
@@ -181,7 +183,7 @@ func TestFilesUploadKilled(t *testing.T) {
 			return len(m) == 1
 		}, 10*time.Second, 5*time.Millisecond, "the upload is under way")
 		require.NoError(t, c.Close())
-		require.Eventually(t, func() bool { return len(leftovers(t, dir)) == 0 }, 10*time.Second, 5*time.Millisecond,
+		require.Eventually(t, func() bool { return len(testutil.Leftovers(t, dir)) == 0 }, 10*time.Second, 5*time.Millisecond,
 			"%s: the temporary file is removed", framing)
 		got, err := os.ReadFile(p)
 		require.NoError(t, err)
@@ -260,7 +262,7 @@ func TestFilesLimitMidStreamKeepsConnection(t *testing.T) {
 	resp, body := readReply(t, br)
 	assert.Equal(t, http.StatusOK, resp.StatusCode)
 	assert.Equal(t, "ok", body["status"])
-	assert.Empty(t, leftovers(t, dir))
+	assert.Empty(t, testutil.Leftovers(t, dir))
 	assert.NoFileExists(t, p)
 }
 
@@ -277,7 +279,7 @@ func TestFilesUploadStalled(t *testing.T) {
 	resp, body := readReply(t, br)
 	assert.Equal(t, http.StatusRequestTimeout, resp.StatusCode)
 	assert.Equal(t, "request body stalled: nothing received for 300ms", body["error"])
-	assert.Empty(t, leftovers(t, dir))
+	assert.Empty(t, testutil.Leftovers(t, dir))
 	assert.NoFileExists(t, p)
 }
 

@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"net/http/httptest"
-	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
@@ -27,18 +26,6 @@ func mountTmpfs(t *testing.T, size string) string {
 	}
 	t.Cleanup(func() { _ = syscall.Unmount(dir, syscall.MNT_DETACH) })
 	return dir
-}
-
-// leftovers returns the temporary files of uploads and extractions in dir.
-func leftovers(t *testing.T, dir string) []string {
-	t.Helper()
-	var found []string
-	for _, pattern := range []string{".*.upload-*", ".*.extract-*", ".extract-*"} {
-		m, err := filepath.Glob(filepath.Join(dir, pattern))
-		require.NoError(t, err)
-		found = append(found, m...)
-	}
-	return found
 }
 
 // newFilesTestServer is newTestServerWith for the file endpoints, with

@@ -19,6 +19,8 @@ import (
 
 	"github.com/sandbox-executor/sandbox-executor/executor"
 	"github.com/sandbox-executor/sandbox-executor/procs"
+
+	"github.com/sandbox-executor/sandbox-executor/internal/testutil"
 )
 
 // chunked hides a reader's length, so that the request goes chunked.
@@ -68,7 +70,7 @@ func TestFilesPut(t *testing.T) {
 	got, err = os.ReadFile(p)
 	require.NoError(t, err)
 	assert.Equal(t, data, got)
-	assert.Empty(t, leftovers(t, filepath.Dir(p)))
+	assert.Empty(t, testutil.Leftovers(t, filepath.Dir(p)))
 }
 
 func TestFilesPutAppendOffset(t *testing.T) {
@@ -132,7 +134,7 @@ func TestFilesPutRefusals(t *testing.T) {
 	got, err := os.ReadFile(file)
 	require.NoError(t, err)
 	assert.Equal(t, "keep", string(got))
-	assert.Empty(t, leftovers(t, dir))
+	assert.Empty(t, testutil.Leftovers(t, dir))
 }
 
 // A read-only file system is 403.
@@ -210,7 +212,7 @@ func TestFilesPutExtract(t *testing.T) {
 	resp = fileReq(t, ts, "PUT", filesURL(dir, "extract", "tar"), bytes.NewReader(mkTarball(t, false, "../evil", "x")))
 	assert.Equal(t, map[string]any{"error": `invalid archive: entry "../evil": its name has a .. element`}, jsonReply(t, resp))
 	assert.NoFileExists(t, filepath.Join(filepath.Dir(dir), "evil"))
-	assert.Empty(t, leftovers(t, filepath.Dir(dir)))
+	assert.Empty(t, testutil.Leftovers(t, filepath.Dir(dir)))
 }
 
 // formBody builds a multipart form of name, filename, content triples; an
@@ -272,7 +274,7 @@ func TestFilesPostForm(t *testing.T) {
 	assert.Equal(t, http.StatusBadRequest, resp.StatusCode)
 	assert.Contains(t, jsonReply(t, resp)["error"], "invalid multipart/form-data body")
 	assert.NoFileExists(t, filepath.Join(dir, "one.txt"), "a form cut short writes nothing, not even its whole parts")
-	assert.Empty(t, leftovers(t, dir))
+	assert.Empty(t, testutil.Leftovers(t, dir))
 
 	file := filepath.Join(root, "up", "a.txt")
 	ctype, body = formBody(t, "file", "x", "x")
@@ -308,7 +310,7 @@ func TestFilesUploadLimit(t *testing.T) {
 	got, err := os.ReadFile(p)
 	require.NoError(t, err)
 	assert.Len(t, got, 1000)
-	assert.Empty(t, leftovers(t, dir))
+	assert.Empty(t, testutil.Leftovers(t, dir))
 	assert.NoFileExists(t, filepath.Join(dir, "a"))
 }
 
@@ -334,10 +336,10 @@ func TestFilesUploadNoSpace(t *testing.T) {
 	got, err := os.ReadFile(q)
 	require.NoError(t, err)
 	assert.Equal(t, "old", string(got))
-	assert.Empty(t, leftovers(t, full))
+	assert.Empty(t, testutil.Leftovers(t, full))
 	resp = fileReq(t, ts, "PUT", filesURL(filepath.Join(full, "d"), "extract", "tar"),
 		bytes.NewReader(mkTarball(t, false, "a", strings.Repeat("a", 3<<20))))
 	assert.Equal(t, http.StatusInsufficientStorage, resp.StatusCode)
 	assert.NoDirExists(t, filepath.Join(full, "d"))
-	assert.Empty(t, leftovers(t, full))
+	assert.Empty(t, testutil.Leftovers(t, full))
 }
