@@ -40,9 +40,18 @@ func startStdin(t *testing.T, ts *httptest.Server, cmd string, extra map[string]
 // writeRaw sends body to /write_stdin?id=id as a raw body, with ctx, and
 // returns the status and the decoded reply; err is the client's.
 func writeRaw(ctx context.Context, ts *httptest.Server, id string, body io.Reader) (int, map[string]any, error) {
+	return postStdin(ctx, ts, id, body, nil)
+}
+
+// postStdin is writeRaw, with edit (if not nil) called on the request
+// before it is sent.
+func postStdin(ctx context.Context, ts *httptest.Server, id string, body io.Reader, edit func(*http.Request)) (int, map[string]any, error) {
 	req, err := http.NewRequestWithContext(ctx, "POST", ts.URL+"/write_stdin?id="+id, body)
 	if err != nil {
 		return 0, nil, err
+	}
+	if edit != nil {
+		edit(req)
 	}
 	req.Header.Set("Authorization", "Bearer "+testSecret)
 	req.Header.Set("Content-Type", "application/octet-stream")
@@ -381,21 +390,7 @@ func TestWriteStdinSplicedBackToBack(t *testing.T) {
 // sendDeclared sends a raw write that declares n bytes and sends what body
 // gives, and returns the status and reply (err is the client's).
 func sendDeclared(ctx context.Context, ts *httptest.Server, id string, n int64, body io.Reader) (int, map[string]any, error) {
-	req, err := http.NewRequestWithContext(ctx, "POST", ts.URL+"/write_stdin?id="+id, body)
-	if err != nil {
-		return 0, nil, err
-	}
-	req.ContentLength = n
-	req.Header.Set("Authorization", "Bearer "+testSecret)
-	req.Header.Set("Content-Type", "application/octet-stream")
-	resp, err := ts.Client().Do(req)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer resp.Body.Close()
-	var out map[string]any
-	err = json.NewDecoder(resp.Body).Decode(&out)
-	return resp.StatusCode, out, err
+	return postStdin(ctx, ts, id, body, func(req *http.Request) { req.ContentLength = n })
 }
 
 // The spliced form ends, and leaves no handler behind, whichever side
