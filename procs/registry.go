@@ -206,12 +206,18 @@ func (r *Registry) LogBudget() int { return r.opts.MaxTotalBytes }
 // set, applies as for any command.
 func (r *Registry) Start(c executor.Command) (*Process, error) {
 	p, err := r.start(c)
-	if err == nil {
-		r.opts.Log.Debug().Str("id", p.ID).Int("pid", p.PID).Str("command", logCommand(c.Cmd)).Msg("process started")
+	if err != nil {
+		return nil, err
 	}
-	return p, err
+	// Logged before the watch starts, which logs the exit: a process that
+	// ends at once is still logged as started first.
+	r.opts.Log.Debug().Str("id", p.ID).Int("pid", p.PID).Str("command", logCommand(c.Cmd)).Msg("process started")
+	go r.watch(p)
+	return p, nil
 }
 
+// start starts c and registers the process; r.wg counts its watch, which
+// the caller starts.
 func (r *Registry) start(c executor.Command) (*Process, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -245,7 +251,6 @@ func (r *Registry) start(c executor.Command) (*Process, error) {
 	r.running++
 	r.started++
 	r.wg.Add(1)
-	go r.watch(p)
 	return p, nil
 }
 
