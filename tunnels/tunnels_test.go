@@ -171,6 +171,12 @@ func TestCloseEndsTunnels(t *testing.T) {
 		tun, err := r.Open(t.Context(), Connect, Target{Port: port}, "test")
 		require.NoError(t, err)
 		c, done := joined(t, tun, nil)
+		// A byte echoed through the tunnel: its Join has begun (joined
+		// returns before it may have), so Close finds it being joined.
+		_, err = c.Write([]byte{'x'})
+		require.NoError(t, err)
+		_, err = io.ReadFull(c, make([]byte, 1))
+		require.NoError(t, err)
 		clients, dones = append(clients, c), append(dones, done)
 	}
 	idle, err := r.Open(t.Context(), Connect, Target{Port: port}, "test")
