@@ -175,13 +175,18 @@ func parseInt(b []byte, i int) (int64, int, error) {
 	if neg {
 		i++
 	}
+	limit := uint64(1<<63 - 1) // the largest magnitude: one more for a negative
+	if neg {
+		limit++
+	}
 	start := i
-	var n int64
+	var n uint64
 	for i < len(b) && b[i] >= '0' && b[i] <= '9' {
-		if n > (1<<63-1)/10 {
+		d := uint64(b[i] - '0')
+		if n > (limit-d)/10 {
 			return 0, i, syntaxError(b, i, "an integer that fits in 64 bits")
 		}
-		n = n*10 + int64(b[i]-'0')
+		n = n*10 + d
 		i++
 	}
 	if i == start || (b[start] == '0' && i-start > 1) {
@@ -191,9 +196,9 @@ func parseInt(b []byte, i int) (int64, int, error) {
 		return 0, i, syntaxError(b, i, "an integer")
 	}
 	if neg {
-		n = -n
+		return int64(-n), i, nil // -(1<<63) wraps to itself, as it should
 	}
-	return n, i, nil
+	return int64(n), i, nil
 }
 
 // ParseUint parses a decimal such as an event's id "42"; it reports false
