@@ -33,15 +33,24 @@ func newFigure(section, name string, value float64, unit string) figure {
 	return figure{Section: section, Name: name, Value: finite(value), Unit: unit}
 }
 
-// withRef sets the reference measured in the same run and the ratio.
+// withRef sets the reference measured in the same run and the ratio. A
+// figure or reference that failed to measure (not finite, negative, or a
+// reference of 0) gives no ratio, so that a target on the ratio misses
+// rather than pass on a broken measurement.
 func (f figure) withRef(ref float64, label string) figure {
 	r := finite(ref)
 	f.Reference, f.RefLabel = &r, label
-	if ref != 0 && !math.IsNaN(f.Value/ref) && !math.IsInf(f.Value/ref, 0) {
+	if measured(f.Value) && measured(ref) && ref > 0 {
 		ratio := f.Value / ref
 		f.Ratio = &ratio
 	}
 	return f
+}
+
+// measured reports whether v is a figure that was measured: finite() and
+// the sections record a failed one as -1.
+func measured(v float64) bool {
+	return v >= 0 && !math.IsInf(v, 0)
 }
 
 // withTarget sets the target's description and whether it was met.
