@@ -45,7 +45,15 @@ func waitDone(t *testing.T, p *Process) {
 // readAll follows s to the end and returns the lines and the total missed.
 func readAll(t *testing.T, s *Subscription, follow bool) ([]Line, uint64) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	all, missed, err := followToEnd(t.Context(), s, follow)
+	require.NoError(t, err)
+	return all, missed
+}
+
+// followToEnd is readAll for goroutines other than the test's, which may
+// not call require: it returns the error instead.
+func followToEnd(ctx context.Context, s *Subscription, follow bool) ([]Line, uint64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	var all []Line
 	var missed uint64
@@ -55,9 +63,11 @@ func readAll(t *testing.T, s *Subscription, follow bool) ([]Line, uint64) {
 		all = append(all, lines...)
 		missed += m
 		if errors.Is(err, io.EOF) {
-			return all, missed
+			return all, missed, nil
 		}
-		require.NoError(t, err)
+		if err != nil {
+			return all, missed, err
+		}
 	}
 }
 
@@ -254,17 +264,19 @@ func TestManyReadersSeeSameSequence(t *testing.T) {
 	require.NoError(t, err)
 	var wg sync.WaitGroup
 	results := make([][]Line, 20)
+	errs := make([]error, len(results))
 	for i := range results {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			s := p.Subscribe(0)
 			defer s.Close()
-			results[i], _ = readAll(t, s, true)
+			results[i], _, errs[i] = followToEnd(t.Context(), s, true)
 		}()
 	}
 	wg.Wait()
-	for _, lines := range results {
+	for i, lines := range results {
+		require.NoError(t, errs[i], "reader %d", i)
 		require.Len(t, lines, 5000)
 		for j, l := range lines {
 			if uint64(j+1) != l.Seq || strconv.Itoa(j+1) != string(l.Data) {

@@ -49,12 +49,24 @@ func create(t *testing.T, r *Registry, cfg Config) *Session {
 // run runs cmd in session id as /run does and returns its output.
 func run(t *testing.T, r *Registry, runner *executor.Runner, id string, c executor.Command) executor.Output {
 	t.Helper()
-	call, err := r.Call(id, c)
+	out, err := tryRun(t.Context(), r, runner, id, c)
 	require.NoError(t, err)
-	out, err := runner.Run(t.Context(), call.Command)
-	require.NoError(t, err)
-	call.Finish(&out.Result)
 	return out
+}
+
+// tryRun is run for goroutines other than the test's, which may not call
+// require: it returns the error instead.
+func tryRun(ctx context.Context, r *Registry, runner *executor.Runner, id string, c executor.Command) (executor.Output, error) {
+	call, err := r.Call(id, c)
+	if err != nil {
+		return executor.Output{}, err
+	}
+	out, err := runner.Run(ctx, call.Command)
+	if err != nil {
+		return executor.Output{}, err
+	}
+	call.Finish(&out.Result)
+	return out, nil
 }
 
 func sh(cmd string) executor.Command { return executor.Command{Cmd: cmd} }
@@ -224,6 +236,7 @@ func TestConcurrentCommands(t *testing.T) {
 	gate := filepath.Join(t.TempDir(), "started")
 	var wg sync.WaitGroup
 	outs := make([]executor.Output, n)
+	errs := make([]error, n)
 	for i := range n {
 		wg.Add(1)
 		go func() {
@@ -232,11 +245,12 @@ func TestConcurrentCommands(t *testing.T) {
 				i, i, gate, gate, n, i)
 			c := sh(cmd)
 			c.Timeout = 30 * time.Second
-			outs[i] = run(t, r, runner, "s", c)
+			outs[i], errs[i] = tryRun(t.Context(), r, runner, "s", c)
 		}()
 	}
 	wg.Wait()
 	for i, out := range outs {
+		require.NoError(t, errs[i], "command %d", i)
 		assert.Equal(t, 0, out.Code, "command %d: %s", i, out.Stderr)
 		assert.Equal(t, strconv.Itoa(i)+"\n", string(out.Stdout), "command %d", i)
 	}
