@@ -8,7 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
+
 	"net"
 	"slices"
 	"sync"
@@ -90,8 +90,8 @@ type Forwarder struct {
 	// The counters of Stats.
 	forwarded  atomic.Uint64 // connections tracked for forwarding
 	dialFailed atomic.Uint64
-	bytesIn    atomic.Uint64 // from clients to the bound port
-	bytesOut   atomic.Uint64 // from the bound port to clients
+	bytesIn    atomic.Int64 // from clients to the bound port
+	bytesOut   atomic.Int64 // from the bound port to clients
 }
 
 // Stats are a Forwarder's counts, for metrics.
@@ -101,7 +101,7 @@ type Stats struct {
 	DialFailed uint64 // of those, the ones whose dial to the bound port failed
 	// BytesIn counts the bytes from clients to the bound port, BytesOut
 	// those back. A connection's bytes are counted as they pass, in
-	// chunks of at most copyChunk.
+	// chunks of at most relay.CountChunk.
 	BytesIn, BytesOut uint64
 }
 
@@ -111,7 +111,7 @@ func (f *Forwarder) Stats() Stats {
 	open := len(f.conns)
 	f.mu.Unlock()
 	return Stats{Open: open, Total: f.forwarded.Load(), DialFailed: f.dialFailed.Load(),
-		BytesIn: f.bytesIn.Load(), BytesOut: f.bytesOut.Load()}
+		BytesIn: uint64(f.bytesIn.Load()), BytesOut: uint64(f.bytesOut.Load())}
 }
 
 // conn is one forwarded connection. The Forwarder's mu guards backend.
@@ -388,47 +388,9 @@ func (f *Forwarder) forward(ctx context.Context, wg *sync.WaitGroup, c *conn, po
 		backend.Close()
 		return
 	}
-	errc := make(chan error, 2) // one slot per sender, so neither copier can leak
-	go proxyCopy(errc, backend, c.client, &f.bytesIn)
-	go proxyCopy(errc, c.client, backend, &f.bytesOut)
-	if err := <-errc; err != nil {
-		// A reset, or a close by Unbind or Close: the other copy may be
-		// blocked on a peer that will never send, so close both sides.
-		c.close(backend)
-	}
-	<-errc
-}
-
-// copyChunk is the most bytes a connection moves before its count is
-// added to the Forwarder's: one splice(2) loop per chunk, so that a
-// long-lived connection shows in the byte counts as it goes.
-const copyChunk = 1 << 20
-
-// proxyCopy copies src to dst, adding what it copies to count, then
-// half-closes dst so the peer sees EOF while the other direction goes on.
-// src and dst are the *net.TCPConn values from Accept and Dial, unwrapped,
-// so that io.Copy reaches TCPConn.ReadFrom and Linux moves the bytes with
-// splice(2), which it does through an io.LimitedReader too.
-//
-// proxyCopy runs in its own goroutine; it ends when src reaches EOF or
-// either side fails or is closed. It is a named function so goroutine
-// dumps show what each copy is.
-func proxyCopy(errc chan<- error, dst, src net.Conn, count *atomic.Uint64) {
-	var err error
-	chunk := &io.LimitedReader{R: src}
-	for {
-		chunk.N = copyChunk
-		var n int64
-		n, err = io.Copy(dst, chunk)
-		count.Add(uint64(n))
-		if err != nil || n < copyChunk { // io.Copy's nil error at n < copyChunk is src's EOF
-			break
-		}
-	}
-	if cw, ok := dst.(interface{ CloseWrite() error }); ok {
-		cw.CloseWrite()
-	}
-	errc <- err
+	// Join closes both sides when either copy fails (a reset, or a close
+	// by Unbind or Close), and both at the end.
+	_, _, _ = relay.JoinCounting(c.client, backend, relay.Counts{AToB: &f.bytesIn, BToA: &f.bytesOut})
 }
 
 // Close stops every Serve call, closing their listeners, closes every

@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/sandbox-executor/sandbox-executor/internal/relay"
 )
 
 // Stats counts connections and the bytes of each direction, and counts
@@ -20,18 +22,18 @@ func TestStats(t *testing.T) {
 	require.NoError(t, f.Bind(b.port()))
 	assert.Equal(t, Stats{}, f.Stats())
 
-	const size = 3*copyChunk + 5
+	const size = 3*relay.CountChunk + 5
 	c := dial(t, addr)
 	sent := make(chan error, 1)
 	go func() { _, err := c.Write(bytes.Repeat([]byte("x"), size)); sent <- err }()
 	// Read back all but the last chunk's worth: by then at least three
 	// full chunks have passed each way, on a connection still open.
-	got, err := io.ReadFull(c, make([]byte, 3*copyChunk))
+	got, err := io.ReadFull(c, make([]byte, 3*relay.CountChunk))
 	require.NoError(t, err)
 	require.NoError(t, <-sent)
 	require.Eventually(t, func() bool {
 		s := f.Stats()
-		return s.BytesIn >= 3*copyChunk && s.BytesOut >= 3*copyChunk
+		return s.BytesIn >= 3*relay.CountChunk && s.BytesOut >= 3*relay.CountChunk
 	}, 5*time.Second, 5*time.Millisecond, "bytes of an open connection counted: %+v", f.Stats())
 	s := f.Stats()
 	assert.Equal(t, 1, s.Open)

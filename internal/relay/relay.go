@@ -38,14 +38,33 @@ type Stream interface {
 // For splice(2) between two sockets, pass the *net.TCPConn values
 // themselves, unwrapped: io.Copy reaches TCPConn.ReadFrom only then.
 func Join(a, b Stream) (aToB, bToA int64, err error) {
+	return JoinCounting(a, b, Counts{})
+}
+
+// Counts are where JoinCounting adds the bytes of each direction as they
+// pass. A nil counter counts nothing.
+type Counts struct {
+	AToB, BToA *atomic.Int64
+}
+
+// CountChunk is the most bytes a direction of JoinCounting moves before
+// they are added to its counter: a long-lived join shows in the counts as
+// it goes, and a splice(2) loop between two sockets is broken only once a
+// chunk.
+const CountChunk = 1 << 20
+
+// JoinCounting is Join, adding the bytes of each direction to counts as
+// they pass, a chunk of at most CountChunk at a time. The totals it
+// returns are the same as Join's.
+func JoinCounting(a, b Stream, counts Counts) (aToB, bToA int64, err error) {
 	ab, ba := make(chan copied, 1), make(chan copied, 1) // one slot each, so neither copier can leak
 	// closing is set by a copy about to close its side, which cannot
 	// half-close: the other copy's read of that side then fails (a
 	// WebSocket's NetConn cancels its reads first of all), which is the
 	// end of the stream, not a failure.
 	var closing atomic.Bool
-	go copyHalf(ab, &closing, b, a)
-	go copyHalf(ba, &closing, a, b)
+	go copyHalf(ab, &closing, b, a, counts.AToB)
+	go copyHalf(ba, &closing, a, b, counts.BToA)
 	var first error
 	for range 2 {
 		var r copied
@@ -84,8 +103,8 @@ type copied struct {
 // copyHalf runs in its own goroutine, two per join; it ends when src
 // reaches EOF or either side fails or is closed. It is a named function
 // so goroutine dumps show what each copy is.
-func copyHalf(done chan<- copied, closing *atomic.Bool, dst, src Stream) {
-	n, err := copyStream(dst, src)
+func copyHalf(done chan<- copied, closing *atomic.Bool, dst, src Stream, count *atomic.Int64) {
+	n, err := copyCounting(dst, src, count)
 	if err == nil {
 		if cw, ok := dst.(interface{ CloseWrite() error }); ok {
 			_ = cw.CloseWrite() // a peer already gone shows in the other copy
@@ -101,17 +120,41 @@ func copyHalf(done chan<- copied, closing *atomic.Bool, dst, src Stream) {
 // from a WebSocket, and each message written to one, is up to this big.
 const copyBufferSize = 128 << 10
 
-// copyStream copies src to dst: with io.Copy between two sockets, which
-// splices, else through a buffer of copyBufferSize.
-func copyStream(dst, src Stream) (int64, error) {
+// copyCounting copies src to dst, adding to count (if not nil) a chunk of
+// at most CountChunk at a time. Between two sockets it uses io.Copy, which
+// splices (through the chunk's io.LimitedReader too: TCPConn.ReadFrom
+// unwraps it); else it copies through a buffer of copyBufferSize.
+func copyCounting(dst, src Stream, count *atomic.Int64) (int64, error) {
 	_, tcpDst := dst.(*net.TCPConn)
 	_, tcpSrc := src.(*net.TCPConn)
-	if tcpDst && tcpSrc {
+	var buf []byte
+	if !tcpDst || !tcpSrc {
+		buf = make([]byte, copyBufferSize)
+	}
+	if count == nil {
+		return copyStream(dst, src, buf)
+	}
+	chunk := &io.LimitedReader{R: src}
+	var total int64
+	for {
+		chunk.N = CountChunk
+		n, err := copyStream(dst, chunk, buf)
+		total += n
+		count.Add(n)
+		if err != nil || n < CountChunk { // a nil error short of a chunk is src's EOF
+			return total, err
+		}
+	}
+}
+
+// copyStream copies src to dst with io.Copy if buf is nil, else through
+// buf. Hidden behind plain Reader and Writer, a TCP side cannot make
+// io.CopyBuffer use its ReadFrom or WriteTo, which take 32 KiB at a time.
+func copyStream(dst io.Writer, src io.Reader, buf []byte) (int64, error) {
+	if buf == nil {
 		return io.Copy(dst, src)
 	}
-	// Hidden behind plain Reader and Writer, a TCP side cannot make
-	// io.Copy use its ReadFrom or WriteTo, which take 32 KiB at a time.
-	return io.CopyBuffer(struct{ io.Writer }{dst}, struct{ io.Reader }{src}, make([]byte, copyBufferSize))
+	return io.CopyBuffer(struct{ io.Writer }{dst}, struct{ io.Reader }{src}, buf)
 }
 
 // DialLoopback connects to port on 127.0.0.1 and, if that is refused, on

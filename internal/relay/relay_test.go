@@ -3,6 +3,7 @@ package relay
 import (
 	"io"
 	"net"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -74,5 +75,58 @@ func TestJoinFailureClosesBoth(t *testing.T) {
 		assert.ErrorIs(t, err, io.ErrClosedPipe)
 	case <-time.After(5 * time.Second):
 		t.Fatal("Join did not return")
+	}
+}
+
+type joined struct {
+	aToB, bToA int64
+	err        error
+}
+
+// JoinCounting adds each direction's bytes to its counter while the join
+// is open, a chunk at a time, whether it splices (two sockets) or copies
+// through a buffer (a pipe); at the end the counters hold the totals.
+func TestJoinCountingCountsAsBytesPass(t *testing.T) {
+	for _, kind := range []string{"tcp", "pipe"} {
+		t.Run(kind, func(t *testing.T) {
+			clientFar, clientNear := tcpPair(t)
+			var backendNear, backendFar Stream
+			if kind == "tcp" {
+				backendNear, backendFar = tcpPair(t)
+			} else {
+				backendNear, backendFar = net.Pipe()
+			}
+			var up, down atomic.Int64
+			done := make(chan joined, 1)
+			go func() {
+				a, b, err := JoinCounting(clientNear, backendNear, Counts{AToB: &up, BToA: &down})
+				done <- joined{a, b, err}
+			}()
+			const size = 3*CountChunk + 5
+			sent := make(chan error, 1)
+			go func() { _, err := clientFar.Write(make([]byte, size)); sent <- err }()
+			got, err := io.ReadFull(backendFar, make([]byte, 3*CountChunk))
+			require.NoError(t, err)
+			require.Eventually(t, func() bool { return up.Load() >= 2*CountChunk }, 5*time.Second, time.Millisecond,
+				"counted while open: %d", up.Load())
+			rest, err := io.ReadFull(backendFar, make([]byte, size-got))
+			require.NoError(t, err)
+			require.NoError(t, <-sent)
+			_, err = backendFar.Write([]byte("back"))
+			require.NoError(t, err)
+			_, err = io.ReadFull(clientFar, make([]byte, 4))
+			require.NoError(t, err)
+			require.NoError(t, clientFar.CloseWrite())
+			backendFar.Close()
+			select {
+			case j := <-done:
+				assert.Equal(t, int64(got+rest), j.aToB)
+				assert.Equal(t, int64(4), j.bToA)
+				assert.Equal(t, j.aToB, up.Load())
+				assert.Equal(t, j.bToA, down.Load())
+			case <-time.After(5 * time.Second):
+				t.Fatal("JoinCounting did not return")
+			}
+		})
 	}
 }
