@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sandbox-executor/sandbox-executor/files"
+	"github.com/sandbox-executor/sandbox-executor/sse"
 )
 
 // File and directory operations answer 200 even when the file system
@@ -155,7 +156,7 @@ func writeContent(ctx context.Context, w io.Writer, c *files.Content, asBase64 b
 		if _, err := io.WriteString(w, `{"content":`); err != nil {
 			return err
 		}
-		js := newJSONString(w)
+		js := sse.NewJSONString(w)
 		if err := c.Copy(ctx, js); err != nil {
 			return err
 		}

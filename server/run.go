@@ -148,7 +148,7 @@ const smallReply = 8 << 10
 // followed by a newline, as encoding/json's Encoder would write it, except
 // that '<', '>' and '&' are not escaped (as in /run_streaming's events).
 // Output is escaped straight from out's buffers in bounded pieces (see
-// jsonString): however large the output, and escaping can make it six
+// sse.JSONString): however large the output, and escaping can make it six
 // times larger, the reply is never built whole.
 func writeRunReply(w io.Writer, out *executor.Output, msg string) error {
 	if len(out.Stdout)+len(out.Stderr) <= smallReply {
@@ -194,7 +194,7 @@ func appendRunReplyEnd(b []byte, out *executor.Output, msg string) []byte {
 
 // writeJSONString writes p to w as one JSON string, in bounded pieces.
 func writeJSONString(w io.Writer, p []byte) error {
-	j := newJSONString(w)
+	j := sse.NewJSONString(w)
 	if _, err := j.Write(p); err != nil {
 		return err
 	}

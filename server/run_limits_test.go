@@ -98,7 +98,7 @@ func TestRunReplyIsWrittenInBoundedPieces(t *testing.T) {
 	require.NoError(t, s.handleRun(w, r))
 	assert.Equal(t, http.StatusOK, w.status)
 	assert.Equal(t, "application/json", w.h.Get("Content-Type"))
-	assert.LessOrEqual(t, w.largest, 64<<10, "a write larger than jsonString's buffer")
+	assert.LessOrEqual(t, w.largest, 64<<10, "a write larger than sse.JSONString's buffer")
 	var got map[string]any
 	require.NoError(t, json.Unmarshal(w.body.Bytes(), &got))
 	assert.Equal(t, map[string]any{"stdout": strings.Repeat("\x00", 1<<20), "stderr": "err\n", "code": 0.0}, got)

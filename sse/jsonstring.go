@@ -1,49 +1,47 @@
-package server
+package sse
 
 import (
 	"io"
 	"unicode/utf8"
-
-	"github.com/sandbox-executor/sandbox-executor/sse"
 )
 
 const (
-	// jsonPiece is how many input bytes jsonString escapes at a time. An
+	// jsonPiece is how many input bytes JSONString escapes at a time. An
 	// escaped byte takes at most six ("\u0000"), so the buffer never holds
 	// more than jsonFlushAt plus six pieces' worth.
 	jsonPiece = 4 << 10
-	// jsonFlushAt is the buffered size at which jsonString writes to w.
+	// jsonFlushAt is the buffered size at which JSONString writes to w.
 	jsonFlushAt = 32 << 10
 )
 
-// jsonString writes one JSON string value to w as its bytes arrive, in
+// JSONString writes one JSON string value to w as its bytes arrive, in
 // bounded memory: a reply that carries megabytes of output or file content
-// is never built whole. It escapes exactly as sse.AppendJSONString does
+// is never built whole. It escapes exactly as AppendJSONString does
 // (invalid UTF-8 becomes U+FFFD; '<', '>' and '&' are not escaped), whatever
 // the sizes of the pieces it is given: a UTF-8 sequence split between two
 // Writes is joined first.
 //
-// Create it with newJSONString, which writes the opening quote; Close writes
+// Create it with NewJSONString, which writes the opening quote; Close writes
 // the closing one. It is not safe for concurrent use.
-type jsonString struct {
+type JSONString struct {
 	w     io.Writer
 	buf   []byte
 	carry []byte // the start of a UTF-8 sequence cut by the end of the last Write
 	err   error  // the first write error; every later call returns it
 }
 
-// newJSONString returns a jsonString that writes to w, and writes the
+// NewJSONString returns a JSONString that writes to w, and writes the
 // opening quote (to its buffer; nothing reaches w before jsonFlushAt bytes
 // or Close).
-func newJSONString(w io.Writer) *jsonString {
-	j := &jsonString{w: w, buf: make([]byte, 0, jsonFlushAt+6*jsonPiece), carry: make([]byte, 0, utf8.UTFMax)}
+func NewJSONString(w io.Writer) *JSONString {
+	j := &JSONString{w: w, buf: make([]byte, 0, jsonFlushAt+6*jsonPiece), carry: make([]byte, 0, utf8.UTFMax)}
 	j.buf = append(j.buf, '"')
 	return j
 }
 
 // Write escapes p into the string. It returns len(p) unless writing to w
 // failed.
-func (j *jsonString) Write(p []byte) (int, error) {
+func (j *JSONString) Write(p []byte) (int, error) {
 	if j.err != nil {
 		return 0, j.err
 	}
@@ -58,7 +56,7 @@ func (j *jsonString) Write(p []byte) (int, error) {
 		if len(p) == 0 && !utf8.FullRune(j.carry) {
 			return n, nil // still cut: wait for the next Write
 		}
-		j.buf = sse.AppendJSONEscaped(j.buf, j.carry)
+		j.buf = AppendJSONEscaped(j.buf, j.carry)
 		j.carry = j.carry[:0]
 	}
 	for len(p) > 0 {
@@ -71,7 +69,7 @@ func (j *jsonString) Write(p []byte) (int, error) {
 			j.carry = append(j.carry, piece...)
 			break
 		}
-		j.buf = sse.AppendJSONEscaped(j.buf, piece[:whole])
+		j.buf = AppendJSONEscaped(j.buf, piece[:whole])
 		p = p[whole:]
 		if len(j.buf) >= jsonFlushAt {
 			if err := j.flush(); err != nil {
@@ -98,17 +96,17 @@ func wholeRunes(p []byte) int {
 
 // Close escapes what is left of a cut sequence (as U+FFFD), writes the
 // closing quote and everything buffered to w.
-func (j *jsonString) Close() error {
+func (j *JSONString) Close() error {
 	if j.err != nil {
 		return j.err
 	}
-	j.buf = sse.AppendJSONEscaped(j.buf, j.carry)
+	j.buf = AppendJSONEscaped(j.buf, j.carry)
 	j.carry = j.carry[:0]
 	j.buf = append(j.buf, '"')
 	return j.flush()
 }
 
-func (j *jsonString) flush() error {
+func (j *JSONString) flush() error {
 	if len(j.buf) == 0 {
 		return nil
 	}

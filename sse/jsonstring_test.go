@@ -1,4 +1,4 @@
-package server
+package sse
 
 import (
 	"bytes"
@@ -8,15 +8,13 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/sandbox-executor/sandbox-executor/sse"
 )
 
-// writeInPieces writes data to a new jsonString in pieces cut at the given
+// writeInPieces writes data to a new JSONString in pieces cut at the given
 // offsets and returns what reached w.
 func writeInPieces(t testing.TB, data []byte, cuts []int) []byte {
 	var out bytes.Buffer
-	j := newJSONString(&out)
+	j := NewJSONString(&out)
 	prev := 0
 	for _, c := range cuts {
 		c = min(max(c, prev), len(data))
@@ -47,7 +45,7 @@ func TestJSONStringPiecesEqualWhole(t *testing.T) {
 			cuts[i] = rng.IntN(len(data) + 1)
 		}
 		slices.Sort(cuts)
-		want := sse.AppendJSONString(nil, data)
+		want := AppendJSONString(nil, data)
 		got := writeInPieces(t, data, cuts)
 		if !bytes.Equal(want, got) {
 			t.Fatalf("data %q cut at %v:\nwant %s\ngot  %s", data, cuts, want, got)
@@ -64,11 +62,11 @@ func (m *maxWrite) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// 8 MiB of NUL bytes escape to 48 MiB; jsonString hands them on in pieces
+// 8 MiB of NUL bytes escape to 48 MiB; JSONString hands them on in pieces
 // of bounded size instead of building the whole string.
 func TestJSONStringBoundedBuffer(t *testing.T) {
 	var w maxWrite
-	j := newJSONString(&w)
+	j := NewJSONString(&w)
 	_, err := j.Write(make([]byte, 8<<20))
 	require.NoError(t, err)
 	require.NoError(t, j.Close())
@@ -82,7 +80,7 @@ func FuzzJSONStringPieces(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte, a, b uint8) {
 		cuts := []int{int(a) % (len(data) + 1), int(b) % (len(data) + 1)}
 		slices.Sort(cuts)
-		want := sse.AppendJSONString(nil, data)
+		want := AppendJSONString(nil, data)
 		if got := writeInPieces(t, data, cuts); !bytes.Equal(want, got) {
 			t.Fatalf("cut at %v: want %s, got %s", cuts, want, got)
 		}
