@@ -110,6 +110,14 @@ func (a *Auth) isSecret(token string) bool {
 	return a.secret != nil && subtle.ConstantTimeCompare([]byte(token), a.secret) == 1
 }
 
+// markAnon records that the request is refused before authentication,
+// for the access log.
+func markAnon(w http.ResponseWriter) {
+	if rec, ok := w.(*recorder); ok {
+		rec.anon = true
+	}
+}
+
 // bearer returns the token of an "Authorization: Bearer <token>" header.
 // The scheme is case-insensitive, as RFC 9110 says.
 func bearer(h string) (string, bool) {
@@ -203,6 +211,9 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) bool {
 	if err == nil {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="sandbox-executor"`)
 		err = errorf(http.StatusUnauthorized, "unauthorized: a valid 'Authorization: Bearer <secret>' header is required")
+	}
+	if !errors.Is(err, errPersist) { // a claim not saved is the agent's failure
+		markAnon(w)
 	}
 	s.writeError(w, r, err)
 	return false
