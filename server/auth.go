@@ -2,6 +2,7 @@ package server
 
 import (
 	"crypto/subtle"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"net/http"
@@ -127,6 +128,22 @@ func bearer(h string) (string, bool) {
 	}
 	token := strings.TrimSpace(h[len(prefix):])
 	return token, token != ""
+}
+
+// basicPassword returns the password of an "Authorization: Basic
+// <base64(user:password)>" header (or Proxy-Authorization), whatever the
+// user: what curl -U :TOKEN and http_proxy=http://x:TOKEN@host send.
+func basicPassword(h string) (string, bool) {
+	const prefix = "basic "
+	if len(h) <= len(prefix) || !strings.EqualFold(h[:len(prefix)], prefix) {
+		return "", false
+	}
+	b, err := base64.StdEncoding.DecodeString(strings.TrimSpace(h[len(prefix):]))
+	if err != nil {
+		return "", false
+	}
+	_, password, ok := strings.Cut(string(b), ":")
+	return password, ok && password != ""
 }
 
 // checkWritable creates dir if it does not exist, then creates and removes
