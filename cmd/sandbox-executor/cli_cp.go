@@ -42,9 +42,9 @@ const remotePrefix = "sandbox:"
 // cp runs "sandbox-executor cp [-r] SRC DST".
 func (c *cli) cp(ctx context.Context, args []string) error {
 	fs := c.flagSet("cp", "[flags] SRC DST", cpDoc)
-	cf := addConnFlags(fs)
+	cf := addConnFlags(fs.FlagSet)
 	recursive := fs.Bool("r", false, "copy directories, as tar streams")
-	paths, err := parse(fs, args, true)
+	paths, err := c.parse(fs, args, true)
 	if err != nil {
 		return err
 	}

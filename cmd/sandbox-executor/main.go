@@ -87,7 +87,10 @@ type options struct {
 // run is run with o's seams. It is long because it is the one place
 // where the start-up and shutdown order is written down in full.
 func (o options) run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
-	if len(args) > 0 && isCLICommand(args[0]) { // exec, logs, cp, tunnel: see cli.go
+	if len(args) == 1 && isHelpFlag(args[0]) {
+		args = []string{"help"}
+	}
+	if len(args) > 0 && isCLICommand(args[0]) { // exec, logs, cp, tunnel, help: see cli.go
 		return o.runCLI(ctx, args, getenv, stderr)
 	}
 	cfg, err := parseConfig(args, getenv, stderr)
