@@ -268,14 +268,23 @@ func newAuth(cfg config) (*server.Auth, error) {
 func listen(cfg config) (api, prx net.Listener, err error) {
 	api, err = net.Listen("tcp", cfg.apiAddr)
 	if err != nil {
-		return nil, nil, fmt.Errorf("API listener: %w", err)
+		return nil, nil, listenError("API", cfg.apiAddr, "-addr or -port", err)
 	}
 	prx, err = net.Listen("tcp", cfg.proxyAddr)
 	if err != nil {
 		api.Close()
-		return nil, nil, fmt.Errorf("TCP proxy listener: %w", err)
+		return nil, nil, listenError("TCP proxy", cfg.proxyAddr, "-proxy-addr or -proxy-port", err)
 	}
 	return api, prx, nil
+}
+
+// listenError explains a failed listen on addr: a port in use is the
+// common case, and says which flags choose another.
+func listenError(what, addr, flags string, err error) error {
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return fmt.Errorf("%s listener: %s is already in use (another agent?): stop what listens there, or choose another address with %s", what, addr, flags)
+	}
+	return fmt.Errorf("%s listener: %w", what, err)
 }
 
 // reap runs r until ctx ends.
