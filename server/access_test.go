@@ -236,6 +236,9 @@ func TestLongRequestLine(t *testing.T) {
 	resp = request(t, ts, http.MethodPost, target, map[string]any{"cmd": "true"})
 	drain(t, resp)
 	assert.Equal(t, http.StatusRequestURITooLong, resp.StatusCode)
+	// A CONNECT too, before its own authentication.
+	_, _, resp = connect(t, ts, "/tunnel/"+strings.Repeat("1", 9<<10), "")
+	assert.Equal(t, http.StatusRequestURITooLong, resp.StatusCode)
 	// At the limit: "POST " + target + " HTTP/1.1" is 8 KiB exactly.
 	target = "/run?q=" + strings.Repeat("x", maxRequestLine-len("POST /run?q= HTTP/1.1"))
 	resp = request(t, ts, http.MethodPost, target, map[string]any{"cmd": "true"})
