@@ -101,7 +101,7 @@ func TestConnectAuth(t *testing.T) {
 	}{
 		{"none", nil, http.StatusProxyAuthRequired},
 		{"wrong", []string{"Proxy-Authorization: Bearer nope"}, http.StatusProxyAuthRequired},
-		{"Basic, the token as the user", []string{"Proxy-Authorization: Basic " + basic(testSecret + ":x")}, http.StatusProxyAuthRequired},
+		{"Basic, the token as the user", []string{"Proxy-Authorization: Basic " + basic(testSecret+":x")}, http.StatusProxyAuthRequired},
 		{"Basic, a wrong password", []string{"Proxy-Authorization: Basic " + basic(":nope")}, http.StatusProxyAuthRequired},
 		{"Basic, not base64", []string{"Proxy-Authorization: Basic " + testSecret}, http.StatusProxyAuthRequired},
 		{"a wrong Proxy-Authorization wins", []string{"Proxy-Authorization: Bearer nope", "Authorization: Bearer " + testSecret}, http.StatusProxyAuthRequired},
