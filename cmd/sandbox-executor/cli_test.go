@@ -188,52 +188,6 @@ func TestCLIErrors(t *testing.T) {
 	assert.Contains(t, r.stdout, "-session", "help goes to stdout")
 }
 
-// -h of every subcommand, and help, print the help on stdout and exit 0;
-// a wrong use prints one line that says what is wrong and one with the
-// usage and where the help is, on stderr, and exits 2.
-func TestCLIHelp(t *testing.T) {
-	for _, args := range [][]string{
-		{"exec", "-h"}, {"logs", "-h"}, {"cp", "-h"}, {"tunnel", "-h"}, {"install", "-h"}, {"exec", "--help"},
-		{"help", "cp"}, {"cp", "-r", "-h"},
-	} {
-		r := runCLI(t, nil, nil, args...)
-		assert.Equal(t, 0, r.code, "%q", args)
-		assert.Empty(t, r.stderr, "%q", args)
-		name := args[0]
-		if name == "help" {
-			name = args[1]
-		}
-		assert.True(t, strings.HasPrefix(r.stdout, "usage: sandbox-executor "+name+" "), "%q: %s", args, r.stdout)
-		assert.Contains(t, r.stdout, "\nflags:\n", "%q", args)
-	}
-	for _, args := range [][]string{{"help"}, {"-h"}, {"--help"}} {
-		r := runCLI(t, nil, nil, args...)
-		assert.Equal(t, 0, r.code, "%q", args)
-		assert.Empty(t, r.stderr, "%q", args)
-		assert.True(t, strings.HasPrefix(r.stdout, "usage: sandbox-executor [flags]"), "%q: %s", args, r.stdout)
-		assert.Contains(t, r.stdout, "-proxy-addr", "%q: the agent's flags", args)
-	}
-	r := runCLI(t, nil, nil, "version")
-	assert.Equal(t, cliResult{0, "sandbox-executor " + version + "\n", ""}, r)
-
-	for _, tt := range []struct {
-		args []string
-		want string
-	}{
-		{[]string{"cp", "a"}, "sandbox-executor cp: want SRC and DST, got 1 arguments\n" +
-			"usage: sandbox-executor cp [flags] SRC DST (sandbox-executor cp -h for help)\n"},
-		{[]string{"exec", "-nosuchflag"}, "sandbox-executor exec: flag provided but not defined: -nosuchflag\n" +
-			"usage: sandbox-executor exec [flags] [--] CMD [ARG...] (sandbox-executor exec -h for help)\n"},
-		{[]string{"logs", "-f=maybe", "x"}, "sandbox-executor logs: invalid boolean value \"maybe\" for -f: parse error\n" +
-			"usage: sandbox-executor logs [flags] ID (sandbox-executor logs -h for help)\n"},
-		{[]string{"help", "nosuch"}, "sandbox-executor help: no command \"nosuch\"\n" +
-			"usage: sandbox-executor help [exec|logs|cp|tunnel|install]\n"},
-	} {
-		r := runCLI(t, nil, nil, tt.args...)
-		assert.Equal(t, cliResult{2, "", tt.want}, r, "%q", tt.args)
-	}
-}
-
 // closedAddr returns a loopback address where nothing listens.
 func closedAddr(t *testing.T) string {
 	t.Helper()
@@ -403,20 +357,4 @@ func TestCLIBinary(t *testing.T) {
 	assert.Equal(t, cliResult{42, "out\n", "err\n"}, run(env, "exec", "--", "echo out; echo err >&2; exit 42"))
 	r := run([]string{"SANDBOX_URL=" + a.url, "SANDBOX_SECRET=wrong"}, "exec", "--", "true")
 	assert.Equal(t, cliResult{125, "", "sandbox-executor exec: the agent refused the token (401): set SANDBOX_SECRET (or -token) to the agent's secret\n"}, r)
-}
-
-// A port in use is said as such, with the flags that choose another.
-func TestListenBusy(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer ln.Close()
-	busy := ln.Addr().String()
-	env := getenv(map[string]string{"SANDBOX_SECRET": testSecret})
-	err = run(t.Context(), []string{"-addr", busy, "-proxy-addr", "127.0.0.1:0"}, env, io.Discard)
-	require.Error(t, err)
-	assert.Equal(t, "API listener: "+busy+" is already in use (another agent?): stop what listens there, or choose another address with -addr or -port", err.Error())
-	err = run(t.Context(), []string{"-addr", "127.0.0.1:0", "-proxy-addr", busy}, env, io.Discard)
-	require.Error(t, err)
-	assert.Contains(t, err.Error(), "TCP proxy listener: "+busy+" is already in use")
-	assert.Contains(t, err.Error(), "-proxy-addr or -proxy-port")
 }
