@@ -19,6 +19,10 @@ VERSION := $(shell v=$$(cat VERSION); \
 endif
 LDFLAGS   := -s -w -X main.version=$(VERSION)
 BIN       := bin/sandbox-executor
+# Where make run listens: loopback only, as a development agent runs
+# commands as you on your machine.
+ADDR       ?= 127.0.0.1:3030
+PROXY_ADDR ?= 127.0.0.1:3031
 # := so the secret is drawn once: a plain ?= would draw a new one at every use.
 ifndef DEV_SECRET
 DEV_SECRET := dev-$(shell head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')
@@ -52,11 +56,16 @@ build:
 version:
 	@echo $(VERSION)
 
+# make run ADDR=127.0.0.1:3040 PROXY_ADDR=127.0.0.1:3041 when 3030 or 3031
+# is taken (another agent, another make run).
 run: build
-	@echo "sandbox-executor $(VERSION): API on http://127.0.0.1:3030, TCP proxy on 127.0.0.1:3031"
+	@echo "sandbox-executor $(VERSION): API on http://$(ADDR), TCP proxy on $(PROXY_ADDR)"
 	@echo "development secret: $(DEV_SECRET)"
-	@echo "try: curl -s -H 'Authorization: Bearer $(DEV_SECRET)' -d '{\"cmd\":\"uname -a\"}' http://127.0.0.1:3030/run"
-	SANDBOX_SECRET=$(DEV_SECRET) LOG_LEVEL=$${LOG_LEVEL:-debug} LOG_FORMAT=$${LOG_FORMAT:-console} $(BIN) -addr 127.0.0.1:3030 -proxy-addr 127.0.0.1:3031
+	@echo "try: curl -s -H 'Authorization: Bearer $(DEV_SECRET)' -d '{\"cmd\":\"uname -a\"}' http://$(ADDR)/run"
+	@SANDBOX_SECRET=$(DEV_SECRET) LOG_LEVEL=$${LOG_LEVEL:-debug} LOG_FORMAT=$${LOG_FORMAT:-console} \
+		$(BIN) -addr $(ADDR) -proxy-addr $(PROXY_ADDR) || { rc=$$?; \
+		echo "make run: the agent on $(ADDR) and $(PROXY_ADDR) exited with code $$rc (its error is above); if a port is taken, choose others: make run ADDR=127.0.0.1:3040 PROXY_ADDR=127.0.0.1:3041" >&2; \
+		exit $$rc; }
 
 # $(DIST)/sandbox-executor-linux-{amd64,arm64} and $(DIST)/SHA256SUMS
 # (check with: cd dist && sha256sum -c SHA256SUMS).

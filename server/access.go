@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gorilla/mux"
 )
@@ -18,6 +19,18 @@ const requestIDHeader = "X-Request-Id"
 // maxRequestIDLen bounds an id taken from a request; a longer one is
 // replaced, as is one with anything but visible ASCII.
 const maxRequestIDLen = 128
+
+const (
+	// maxRequestLine bounds a request line (method, target and protocol):
+	// a longer one is refused with 414 before authentication, so that
+	// whoever has no token cannot make the agent hold, route or log a
+	// megabyte of path. net/http alone would let it reach the whole
+	// header's limit, 1 MB.
+	maxRequestLine = 8 << 10
+	// maxLoggedPath bounds the path a log line carries; a longer one is
+	// cut, and the line says how long it was.
+	maxLoggedPath = 256
+)
 
 // requestIDs hands out the ids of requests that came without one: a random
 // prefix, different at each start, and a counter. They are unique to the
@@ -61,7 +74,9 @@ func validRequestID(id string) bool {
 // and once the request is over (or its handler panicked, as
 // http.ErrAbortHandler does to abort a reply) writes its access-log line
 // and records it in the metrics. The line is at debug level for a success
-// and at info for a failure.
+// and for a request refused before authentication (see recorder.anon),
+// and at info for any other failure. A request line over maxRequestLine
+// is refused here with 414, before anything else looks at the request.
 func (s *Server) access(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
@@ -73,9 +88,35 @@ func (s *Server) access(next http.Handler) http.Handler {
 		// net/http aborts the connection, and logs the stack of any panic
 		// but http.ErrAbortHandler.
 		defer func() { s.requestDone(rec, r, time.Since(start), !completed) }()
-		next.ServeHTTP(rec, r)
+		if n := requestLineLen(r); n > maxRequestLine {
+			rec.anon = true
+			closeAfterReply(rec) // the client may send more of the same
+			s.writeError(rec, r, errorf(http.StatusRequestURITooLong,
+				"request line too long: %d bytes (limit %d)", n, maxRequestLine))
+		} else {
+			next.ServeHTTP(rec, r)
+		}
 		completed = true
 	})
+}
+
+// requestLineLen returns the length of r's request line as sent, without
+// its CRLF: "GET /run HTTP/1.1".
+func requestLineLen(r *http.Request) int {
+	return len(r.Method) + 1 + len(r.RequestURI) + 1 + len(r.Proto)
+}
+
+// logPath returns p as a log line carries it: cut to maxLoggedPath bytes
+// (on a UTF-8 boundary), with the length it had, if it is longer.
+func logPath(p string) string {
+	if len(p) <= maxLoggedPath {
+		return p
+	}
+	cut := maxLoggedPath
+	for cut > 0 && !utf8.RuneStart(p[cut]) {
+		cut--
+	}
+	return p[:cut] + "... (" + strconv.Itoa(len(p)) + " bytes)"
 }
 
 // requestDone records a request that is over in the metrics and the
@@ -92,8 +133,10 @@ func (s *Server) requestDone(rec *recorder, r *http.Request, took time.Duration,
 	}
 	m.observe(route, r.Method, rec.status, took)
 
+	// Refusals before authentication stay at debug: anyone can cause
+	// them, as fast as they like.
 	ev := s.log.Debug()
-	if rec.status >= 400 || aborted {
+	if (rec.status >= 400 && !rec.anon) || aborted {
 		ev = s.log.Info()
 	}
 	if !ev.Enabled() {
@@ -103,7 +146,7 @@ func (s *Server) requestDone(rec *recorder, r *http.Request, took time.Duration,
 	if r.Method == http.MethodConnect {
 		path = r.RequestURI // an authority-form target has no path
 	}
-	ev = ev.Str("request_id", rec.id).Str("method", r.Method).Str("path", path).Int("status", rec.status).
+	ev = ev.Str("request_id", rec.id).Str("method", r.Method).Str("path", logPath(path)).Int("status", rec.status).
 		Int64("bytes", rec.bytes).Float64("duration_ms", durationMS(took)).Str("remote", r.RemoteAddr)
 	if aborted {
 		ev = ev.Bool("aborted", true)

@@ -1,11 +1,15 @@
 package server
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -176,4 +180,68 @@ func TestPoolClaimLogged(t *testing.T) {
 	assert.NotEmpty(t, claim["request_id"])
 	assert.Contains(t, claim["remote"], "127.0.0.1:")
 	assert.Equal(t, 1, strings.Count(buf.String(), "pool sandbox claimed"), "only the claim")
+}
+
+// A request without the token costs one short line at debug level, however
+// long its path: whoever has no token cannot fill the log.
+func TestUnauthorizedLogSmall(t *testing.T) {
+	var buf testutil.SyncBuffer
+	ts, _, _ := newServedTestServer(t, Config{}, debugLogger(&buf))
+	long := "/" + strings.Repeat("a", 8000) // under the request line's limit
+	for _, path := range []string{long, "/run" + long} {
+		resp, err := ts.Client().Get(ts.URL + path)
+		require.NoError(t, err)
+		drain(t, resp)
+		require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+		id := resp.Header.Get("X-Request-Id")
+		access := findLine(t, &buf, "request", map[string]any{"request_id": id})
+		assert.Equal(t, "debug", access["level"], "a 401 is anyone's to cause")
+		logged := access["path"].(string)
+		require.LessOrEqual(t, len(logged), maxLoggedPath+32, "the path is cut")
+		assert.True(t, strings.HasPrefix(logged, path[:maxLoggedPath]), logged)
+		assert.True(t, strings.HasSuffix(logged, "... ("+strconv.Itoa(len(path))+" bytes)"), "the cut is said: %s", logged)
+		for _, l := range logLines(t, &buf) {
+			if l["request_id"] == id {
+				assert.Equal(t, "debug", l["level"], l)
+			}
+		}
+	}
+	assert.Less(t, len(buf.String()), 4<<10, "two refusals, a few short lines")
+}
+
+// A request line over 8 KiB is refused with 414 before authentication, as
+// the connection's last reply; one at the limit is routed as usual.
+func TestLongRequestLine(t *testing.T) {
+	var buf testutil.SyncBuffer
+	ts, _, _ := newServedTestServer(t, Config{}, debugLogger(&buf))
+	conn, err := net.Dial("tcp", ts.Listener.Addr().String())
+	require.NoError(t, err)
+	defer conn.Close()
+	target := "/run?q=" + strings.Repeat("x", 9<<10)
+	_, err = fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}", target)
+	require.NoError(t, err)
+	require.NoError(t, conn.SetReadDeadline(time.Now().Add(10*time.Second)))
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	require.NoError(t, err)
+	body := readString(t, resp.Body)
+	assert.Equal(t, http.StatusRequestURITooLong, resp.StatusCode, body)
+	assert.True(t, resp.Close, "the connection's last reply")
+	assert.Equal(t, "application/json", resp.Header.Get("Content-Type"))
+	assert.Contains(t, body, "request line too long")
+	access := findLine(t, &buf, "request", map[string]any{"request_id": resp.Header.Get("X-Request-Id")})
+	assert.Equal(t, "debug", access["level"])
+	assert.Less(t, len(access["path"].(string)), maxLoggedPath+32)
+
+	// With the token, through the client and the document's checker.
+	resp = request(t, ts, http.MethodPost, target, map[string]any{"cmd": "true"})
+	drain(t, resp)
+	assert.Equal(t, http.StatusRequestURITooLong, resp.StatusCode)
+	// A CONNECT too, before its own authentication.
+	_, _, resp = connect(t, ts, "/tunnel/"+strings.Repeat("1", 9<<10), "")
+	assert.Equal(t, http.StatusRequestURITooLong, resp.StatusCode)
+	// At the limit: "POST " + target + " HTTP/1.1" is 8 KiB exactly.
+	target = "/run?q=" + strings.Repeat("x", maxRequestLine-len("POST /run?q= HTTP/1.1"))
+	resp = request(t, ts, http.MethodPost, target, map[string]any{"cmd": "true"})
+	drain(t, resp)
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
 }

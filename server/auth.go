@@ -2,6 +2,7 @@ package server
 
 import (
 	"crypto/subtle"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"net/http"
@@ -110,6 +111,14 @@ func (a *Auth) isSecret(token string) bool {
 	return a.secret != nil && subtle.ConstantTimeCompare([]byte(token), a.secret) == 1
 }
 
+// markAnon records that the request is refused before authentication,
+// for the access log.
+func markAnon(w http.ResponseWriter) {
+	if rec, ok := w.(*recorder); ok {
+		rec.anon = true
+	}
+}
+
 // bearer returns the token of an "Authorization: Bearer <token>" header.
 // The scheme is case-insensitive, as RFC 9110 says.
 func bearer(h string) (string, bool) {
@@ -119,6 +128,22 @@ func bearer(h string) (string, bool) {
 	}
 	token := strings.TrimSpace(h[len(prefix):])
 	return token, token != ""
+}
+
+// basicPassword returns the password of an "Authorization: Basic
+// <base64(user:password)>" header (or Proxy-Authorization), whatever the
+// user: what curl -U :TOKEN and http_proxy=http://x:TOKEN@host send.
+func basicPassword(h string) (string, bool) {
+	const prefix = "basic "
+	if len(h) <= len(prefix) || !strings.EqualFold(h[:len(prefix)], prefix) {
+		return "", false
+	}
+	b, err := base64.StdEncoding.DecodeString(strings.TrimSpace(h[len(prefix):]))
+	if err != nil {
+		return "", false
+	}
+	_, password, ok := strings.Cut(string(b), ":")
+	return password, ok && password != ""
 }
 
 // checkWritable creates dir if it does not exist, then creates and removes
@@ -203,6 +228,9 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) bool {
 	if err == nil {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="sandbox-executor"`)
 		err = errorf(http.StatusUnauthorized, "unauthorized: a valid 'Authorization: Bearer <secret>' header is required")
+	}
+	if !errors.Is(err, errPersist) { // a claim not saved is the agent's failure
+		markAnon(w)
 	}
 	s.writeError(w, r, err)
 	return false

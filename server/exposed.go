@@ -28,9 +28,15 @@ type exposure struct {
 	// flight by host name: their event streams and WebSockets.
 	ctx    context.Context
 	cancel context.CancelFunc
+	// anon, a child of ctx, is set while the port is public: it ends when
+	// the port turns private, and with it the requests let in without
+	// the token.
+	anon       context.Context
+	cancelAnon context.CancelFunc
 }
 
-// expose exposes port, or changes whether it is public.
+// expose exposes port, or changes whether it is public. A port that
+// turns private ends the requests it let in without the token.
 func (e *exposedPorts) expose(port int, public bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -38,11 +44,20 @@ func (e *exposedPorts) expose(port int, public bool) {
 		e.ports = map[int]*exposure{}
 	}
 	next := &exposure{port: port, public: public}
-	if old := e.ports[port]; old != nil {
+	old := e.ports[port]
+	if old != nil {
 		next.ctx, next.cancel = old.ctx, old.cancel
 	} else {
 		// Not a request's context: the exposure outlives the request.
 		next.ctx, next.cancel = context.WithCancel(context.Background())
+	}
+	switch {
+	case public && old != nil && old.public:
+		next.anon, next.cancelAnon = old.anon, old.cancelAnon
+	case public:
+		next.anon, next.cancelAnon = context.WithCancel(next.ctx)
+	case old != nil && old.public:
+		old.cancelAnon()
 	}
 	e.ports[port] = next
 }
@@ -94,8 +109,9 @@ func hostPort(host string) (int, bool) {
 
 // routeHost sends a request whose host names an exposed port to the app on
 // that port, with its path as sent; the others go to next, the API. The
-// host is Host, or X-Forwarded-Host first if TrustForwardedHost is set. A
-// port that is not public needs the token as the API does.
+// host is Host, or the last entry of X-Forwarded-Host first if
+// TrustForwardedHost is set. A port that is not public needs the token as
+// the API does.
 func (s *Server) routeHost(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		x := s.exposedFor(r)
@@ -106,6 +122,9 @@ func (s *Server) routeHost(next http.Handler) http.Handler {
 		if rec, ok := w.(*recorder); ok {
 			rec.route = routeHostPreview
 		}
+		// unexpose_port ends the request; and, for a request let in
+		// without the token, the port turning private.
+		until := x.ctx
 		if x.public {
 			// Whoever has the URL may use it; the edge decided who gets
 			// it. Such a connection may idle (an event stream) but is
@@ -113,6 +132,7 @@ func (s *Server) routeHost(next http.Handler) http.Handler {
 			if c := connOf(r); c != nil {
 				c.allowIdle()
 			}
+			until = x.anon
 		} else if !s.authorize(w, r) {
 			return
 		}
@@ -122,7 +142,7 @@ func (s *Server) routeHost(next http.Handler) http.Handler {
 		}
 		ctx, cancel := context.WithCancel(r.Context())
 		defer cancel()
-		stop := context.AfterFunc(x.ctx, cancel) // unexpose_port ends the request
+		stop := context.AfterFunc(until, cancel)
 		defer stop()
 		s.servePreview(w, r.WithContext(ctx), previewTarget{port: x.port, path: path})
 	})
@@ -132,8 +152,8 @@ func (s *Server) routeHost(next http.Handler) http.Handler {
 func (s *Server) exposedFor(r *http.Request) *exposure {
 	host := r.Host
 	if s.cfg.TrustForwardedHost {
-		if fwd, _, _ := strings.Cut(r.Header.Get("X-Forwarded-Host"), ","); strings.TrimSpace(fwd) != "" {
-			host = strings.TrimSpace(fwd)
+		if fwd := lastForwarded(r.Header, "X-Forwarded-Host"); fwd != "" {
+			host = fwd
 		}
 	}
 	port, ok := hostPort(host)
@@ -141,6 +161,23 @@ func (s *Server) exposedFor(r *http.Request) *exposure {
 		return nil
 	}
 	return s.exposed.lookup(port)
+}
+
+// lastForwarded returns the last entry of the comma-separated list that
+// h's name headers make, trimmed: the one the edge nearest the agent set.
+// An edge that appends to what the client sent leaves the client's
+// entries first, so only the last can be trusted; if it is empty, none
+// is, and lastForwarded returns "".
+func lastForwarded(h http.Header, name string) string {
+	values := h.Values(name)
+	if len(values) == 0 {
+		return ""
+	}
+	v := values[len(values)-1]
+	if i := strings.LastIndexByte(v, ','); i >= 0 {
+		v = v[i+1:]
+	}
+	return strings.TrimSpace(v)
 }
 
 // exposeReply is the reply of /expose_port, and an item of

@@ -123,7 +123,7 @@ func TestExposePortRefusals(t *testing.T) {
 func TestPreviewForwardedHost(t *testing.T) {
 	app := startApp(t)
 	p := strconv.Itoa(app.port)
-	fwd := http.Header{"X-Forwarded-Host": {p + "-box.example.com, inner"}, "X-Forwarded-Proto": {"https"}}
+	fwd := http.Header{"X-Forwarded-Host": {"inner, " + p + "-box.example.com"}, "X-Forwarded-Proto": {"https"}}
 	for _, trust := range []bool{false, true} {
 		ts, s := newTestServerWith(t, Config{TrustForwardedHost: trust}, &executor.Runner{}, procs.Options{})
 		s.exposed.expose(app.port, true)
@@ -135,7 +135,7 @@ func TestPreviewForwardedHost(t *testing.T) {
 		}
 		got := decodeSeen(t, body)
 		assert.Equal(t, "/health", got.URI)
-		assert.Equal(t, p+"-box.example.com, inner", got.Fwd["X-Forwarded-Host"])
+		assert.Equal(t, p+"-box.example.com", got.Fwd["X-Forwarded-Host"], "the edge's entry, the last")
 		assert.Equal(t, "https", got.Fwd["X-Forwarded-Proto"])
 	}
 }
@@ -168,4 +168,116 @@ func TestUnexposeEndsStreams(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("unexpose_port did not end the stream")
 	}
+}
+
+// Behind an edge that appends to X-Forwarded-Host, the client's own
+// entries come first: only the last entry routes, and only it (and the
+// last X-Forwarded-Proto) reaches the app.
+func TestForwardedHostLastWins(t *testing.T) {
+	app := startApp(t)
+	p := strconv.Itoa(app.port)
+	ts, s := newTestServerWith(t, Config{TrustForwardedHost: true}, &executor.Runner{}, procs.Options{})
+	s.exposed.expose(app.port, true)
+	for _, fwd := range [][]string{
+		{p + "-box.example.com, agent.example.com"},
+		{p + "-box.example.com", "agent.example.com"},
+		{p + "-box.example.com, "},
+	} {
+		resp, body := hostGet(t, ts, ts.Listener.Addr().String(), "/health", http.Header{"X-Forwarded-Host": fwd})
+		require.Equal(t, http.StatusOK, resp.StatusCode, fwd)
+		assert.Contains(t, body, `"status":"ok"`, "%q: the client's entry does not route: the API", fwd)
+	}
+	resp, body := hostGet(t, ts, ts.Listener.Addr().String(), "/health", http.Header{
+		"X-Forwarded-Host":  {"evil.example.com", "other, " + p + "-box.example.com"},
+		"X-Forwarded-Proto": {"javascript, https"},
+	})
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	got := decodeSeen(t, body)
+	assert.Equal(t, "/health", got.URI, "the edge's entry routes to the app")
+	assert.Equal(t, p+"-box.example.com", got.Fwd["X-Forwarded-Host"])
+	assert.Equal(t, "https", got.Fwd["X-Forwarded-Proto"])
+}
+
+// A public preview does not check Authorization, so a client may send it
+// twice: no header that carries the token (Bearer, or Basic with it as the
+// password) reaches the app, whichever place it takes; the app's own
+// credentials do.
+func TestPreviewStripsEveryToken(t *testing.T) {
+	ts, s := newTestServer(t)
+	app := startApp(t)
+	s.exposed.expose(app.port, true)
+	host := strconv.Itoa(app.port) + "-box.example.com"
+	bearer, own := "Bearer "+testSecret, "Basic dTpw"
+	for _, tt := range []struct {
+		sent, want []string
+	}{
+		{[]string{own, bearer}, []string{own}},
+		{[]string{bearer, own}, []string{own}},
+		{[]string{bearer, "bearer  " + testSecret}, nil},
+		{[]string{"Basic " + basic(":"+testSecret), own}, []string{own}},
+		{[]string{"Basic " + basic("u:"+testSecret)}, nil},
+		{[]string{"Bearer other", own}, []string{"Bearer other", own}},
+	} {
+		resp, body := hostGet(t, ts, host, "/seen", http.Header{"Authorization": tt.sent})
+		require.Equal(t, http.StatusOK, resp.StatusCode, body)
+		got := decodeSeen(t, body)
+		assert.Equal(t, tt.want, got.AuthAll, "sent %q", tt.sent)
+		assert.NotContains(t, body, testSecret)
+	}
+}
+
+// A port made private ends the requests it let in without the token while
+// it was public; exposing it as public again ends nothing.
+func TestPrivateEndsAnonymousRequests(t *testing.T) {
+	ts, s := newTestServer(t)
+	stream := func(app *testApp) *bufio.Reader {
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, ts.URL+"/events", nil)
+		require.NoError(t, err)
+		req.Host = strconv.Itoa(app.port) + "-x"
+		resp, err := ts.Client().Do(req)
+		require.NoError(t, err)
+		t.Cleanup(func() { resp.Body.Close() })
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		br := bufio.NewReader(resp.Body)
+		line, err := br.ReadString('\n')
+		require.NoError(t, err)
+		require.Equal(t, "data: first\n", line)
+		return br
+	}
+	rest := func(br *bufio.Reader) <-chan string {
+		ended := make(chan string, 1)
+		go func() { // ends at the stream's end; at the latest when the test ends and the app lets go
+			rest, _ := br.ReadString(0)
+			ended <- rest
+		}()
+		return ended
+	}
+
+	still := startApp(t)
+	resp := request(t, ts, http.MethodPost, "/expose_port", map[string]any{"port": still.port, "public": true})
+	drain(t, resp)
+	br := stream(still)
+	resp = request(t, ts, http.MethodPost, "/expose_port", map[string]any{"port": still.port, "public": true})
+	drain(t, resp)
+	still.letGo()
+	select {
+	case got := <-rest(br):
+		assert.Contains(t, got, "data: second", "public again: the stream goes on")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stream neither ended nor got its second event")
+	}
+
+	app := startApp(t)
+	s.exposed.expose(app.port, true)
+	br = stream(app)
+	resp = request(t, ts, http.MethodPost, "/expose_port", map[string]any{"port": app.port, "public": false})
+	drain(t, resp)
+	select {
+	case got := <-rest(br):
+		assert.NotContains(t, got, "second", "the stream ended before the app's second event")
+	case <-time.After(10 * time.Second):
+		t.Fatal("making the port private did not end the anonymous stream")
+	}
+	resp, _ = hostGet(t, ts, strconv.Itoa(app.port)+"-x", "/seen", nil)
+	assert.Equal(t, http.StatusUnauthorized, resp.StatusCode, "private now")
 }

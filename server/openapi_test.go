@@ -304,7 +304,7 @@ func TestOpenAPIConnectDocumented(t *testing.T) {
 	require.True(t, ok, "x-connect")
 	assert.ElementsMatch(t, []any{"127.0.0.1:{port}", "localhost:{port}", "[::1]:{port}", "/tunnel/{port}"}, xc["targets"])
 	responses, _ := xc["responses"].(map[string]any)
-	for _, code := range []string{"200", "400", "403", "407", "500", "502", "503", "504"} {
+	for _, code := range []string{"200", "400", "403", "407", "414", "500", "502", "503", "504"} {
 		assert.Contains(t, responses, code)
 	}
 	assert.Contains(t, d.doc.Info.Description, "CONNECT", "the description explains it")

@@ -155,6 +155,10 @@ func (ex *exchange) check(cw *checkWriter, body *bodyRecorder) {
 		ex.checkUnrouted(cw)
 		return
 	}
+	if ex.everyOperation(cw.status) {
+		ex.checkError(cw)
+		return
+	}
 	opts := &openapi3filter.Options{
 		AuthenticationFunc:    ex.c.authenticate,
 		IncludeResponseStatus: true, // a status the document does not list fails
@@ -210,6 +214,16 @@ func (ex *exchange) checkUnrouted(cw *checkWriter) {
 		return
 	}
 	ex.checkError(cw)
+}
+
+// everyOperation reports whether status is one the document's extension
+// x-every-operation lists, which any operation may answer (414, before
+// routing), and the operation does not list itself.
+func (ex *exchange) everyOperation(status int) bool {
+	xe, _ := ex.c.doc.doc.Extensions["x-every-operation"].(map[string]any)
+	responses, _ := xe["responses"].(map[string]any)
+	_, ok := responses[strconv.Itoa(status)]
+	return ok && ex.route.Operation.Responses.Value(strconv.Itoa(status)) == nil
 }
 
 // checkError checks that a reply is a JSON Error.

@@ -35,8 +35,9 @@ import (
 //   - X-Forwarded-For, X-Forwarded-Proto and X-Forwarded-Host, and
 //     X-Forwarded-Prefix: /proxy/PORT (with the base path, as sent) for
 //     a request by path, where the app must prefix its absolute links;
-//   - never the agent's token: an Authorization header that carries it,
-//     and the bearer.* WebSocket subprotocol, are removed.
+//   - never the agent's token: every Authorization header that carries it
+//     (Bearer, or Basic with it as the password), and the bearer.*
+//     WebSocket subprotocol, are removed.
 // The reply is the app's, status, headers and body untouched, streamed as
 // it is written: an event stream, or any body of unknown length, reaches
 // the client write by write.
@@ -153,8 +154,9 @@ func (s *Server) rewritePreview(pr *httputil.ProxyRequest) {
 	pr.Out.Host = "" // the URL's: 127.0.0.1:PORT
 	pr.SetXForwarded()
 	if s.cfg.TrustForwardedHost {
+		// The edge's entries only: see lastForwarded.
 		for _, h := range []string{"X-Forwarded-Host", "X-Forwarded-Proto"} {
-			if v := pr.In.Header.Get(h); v != "" {
+			if v := lastForwarded(pr.In.Header, h); v != "" {
 				pr.Out.Header.Set(h, v)
 			}
 		}
@@ -163,10 +165,45 @@ func (s *Server) rewritePreview(pr *httputil.ProxyRequest) {
 	if tgt.prefix != "" {
 		pr.Out.Header.Set("X-Forwarded-Prefix", tgt.prefix)
 	}
-	if token, ok := bearer(pr.Out.Header.Get("Authorization")); ok && s.auth.isSecret(token) {
-		pr.Out.Header.Del("Authorization")
-	}
+	s.stripTokenAuthorization(pr.Out.Header)
 	stripTokenProtocol(pr.Out.Header)
+}
+
+// stripTokenAuthorization removes from h every Authorization value that
+// carries the agent's token, as a bearer token or as the password of
+// Basic credentials, and keeps the others (the app's own credentials). A
+// public preview does not check the header, so a client may send it more
+// than once.
+func (s *Server) stripTokenAuthorization(h http.Header) {
+	values := h.Values("Authorization")
+	if len(values) == 0 {
+		return
+	}
+	kept := make([]string, 0, len(values))
+	for _, v := range values {
+		if !s.carriesToken(v) {
+			kept = append(kept, v)
+		}
+	}
+	if len(kept) == len(values) {
+		return
+	}
+	h.Del("Authorization")
+	for _, v := range kept {
+		h.Add("Authorization", v)
+	}
+}
+
+// carriesToken reports whether the credentials of an Authorization or
+// Proxy-Authorization value are the agent's token.
+func (s *Server) carriesToken(v string) bool {
+	if token, ok := bearer(v); ok {
+		return s.auth.isSecret(token)
+	}
+	if token, ok := basicPassword(v); ok {
+		return s.auth.isSecret(token)
+	}
+	return false
 }
 
 // stripTokenProtocol removes the bearer.* entries, which carry the

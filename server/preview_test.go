@@ -25,6 +25,7 @@ import (
 // seen is what the app saw of a request.
 type seen struct {
 	Method, URI, Host, Auth, Protocols string
+	AuthAll                            []string          // every Authorization header
 	Fwd                                map[string]string // X-Forwarded-*
 	Body                               int               // bytes read
 }
@@ -89,7 +90,7 @@ func (a *testApp) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		w.Header().Set("X-App", "yes")
 		_ = json.NewEncoder(w).Encode(seen{Method: r.Method, URI: r.RequestURI, Host: r.Host,
-			Auth: r.Header.Get("Authorization"), Protocols: r.Header.Get("Sec-WebSocket-Protocol"), Fwd: fwd, Body: int(n)})
+			Auth: r.Header.Get("Authorization"), AuthAll: r.Header.Values("Authorization"), Protocols: r.Header.Get("Sec-WebSocket-Protocol"), Fwd: fwd, Body: int(n)})
 	}
 }
 

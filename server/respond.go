@@ -105,15 +105,15 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		if he != nil && he.cause != nil {
 			logged = he.cause
 		}
-		s.log.Error().Err(logged).Str("request_id", requestID(w)).Str("path", r.URL.Path).Msg("request failed")
+		s.log.Error().Err(logged).Str("request_id", requestID(w)).Str("path", logPath(r.URL.Path)).Msg("request failed")
 	}
 	if rec, ok := w.(*recorder); ok && rec.status != 0 {
-		s.log.Debug().Err(err).Str("request_id", rec.id).Str("path", r.URL.Path).Msg("error after the response started")
+		s.log.Debug().Err(err).Str("request_id", rec.id).Str("path", logPath(r.URL.Path)).Msg("error after the response started")
 		return
 	}
 	if code < 500 {
 		s.log.Debug().Str("request_id", requestID(w)).Int("status", code).Str("error", msg).
-			Str("path", r.URL.Path).Msg("request refused")
+			Str("path", logPath(r.URL.Path)).Msg("request refused")
 	}
 	if bodyUnread(w, r) {
 		closeAfterReply(w)

@@ -275,6 +275,9 @@ type recorder struct {
 	bodyTimeout time.Duration
 	// bodies is the server's budget of large JSON bodies, for decode.
 	bodies *semaphore.Weighted
+	// anon is set for a request refused before authentication (a 401, a
+	// 407, a 414): its access-log line stays at debug.
+	anon bool
 }
 
 func (rec *recorder) WriteHeader(code int) {

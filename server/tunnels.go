@@ -87,20 +87,28 @@ func (s *Server) handleConnect(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// authorizeConnect checks the bearer token of Proxy-Authorization, or of
+// authorizeConnect checks the token of Proxy-Authorization, or of
 // Authorization without it, and marks the connection as authenticated.
-// A missing or refused token is 407 with Proxy-Authenticate, which is
-// what proxy clients (curl -p, SDKs) know how to answer.
+// The token is a bearer token, or the password of Basic credentials with
+// any user name: what curl -U :TOKEN and http_proxy=http://x:TOKEN@host
+// send, since proxy clients know no other scheme. A missing or refused
+// token is 407 with Proxy-Authenticate, which is what proxy clients
+// (curl -p, SDKs) know how to answer.
 func (s *Server) authorizeConnect(w http.ResponseWriter, r *http.Request) error {
 	header := "Proxy-Authorization"
 	if len(r.Header.Values(header)) == 0 {
 		header = "Authorization"
 	}
 	if len(r.Header.Values(header)) > 1 {
+		markAnon(w)
 		return errorf(http.StatusBadRequest, "more than one %s header", header)
 	}
 	ok := false
-	if token, found := bearer(r.Header.Get(header)); found {
+	token, found := bearer(r.Header.Get(header))
+	if !found {
+		token, found = basicPassword(r.Header.Get(header))
+	}
+	if found {
 		var claimed bool
 		var err error
 		ok, claimed, err = s.auth.checkToken(token)
@@ -112,9 +120,11 @@ func (s *Server) authorizeConnect(w http.ResponseWriter, r *http.Request) error 
 		}
 	}
 	if !ok {
-		w.Header().Set("Proxy-Authenticate", `Bearer realm="sandbox-executor"`)
+		markAnon(w)
+		w.Header().Add("Proxy-Authenticate", `Bearer realm="sandbox-executor"`)
+		w.Header().Add("Proxy-Authenticate", `Basic realm="sandbox-executor"`)
 		return errorf(http.StatusProxyAuthRequired,
-			"proxy authentication required: a valid 'Proxy-Authorization: Bearer <secret>' (or 'Authorization: Bearer <secret>') header is required")
+			"proxy authentication required: a valid 'Proxy-Authorization: Bearer <secret>' header (or Basic with the secret as the password, or 'Authorization: Bearer <secret>') is required")
 	}
 	if c := connOf(r); c != nil {
 		c.authenticate()

@@ -85,6 +85,10 @@ func jsonError(t *testing.T, resp *http.Response) string {
 
 const proxyAuth = "Proxy-Authorization: Bearer " + testSecret
 
+// basic returns the base64 of credentials, as Basic authentication sends
+// them.
+func basic(credentials string) string { return base64.StdEncoding.EncodeToString([]byte(credentials)) }
+
 // A CONNECT without an accepted token is 407 with Proxy-Authenticate; the
 // token is taken from Proxy-Authorization, or Authorization without it.
 func TestConnectAuth(t *testing.T) {
@@ -97,16 +101,22 @@ func TestConnectAuth(t *testing.T) {
 	}{
 		{"none", nil, http.StatusProxyAuthRequired},
 		{"wrong", []string{"Proxy-Authorization: Bearer nope"}, http.StatusProxyAuthRequired},
-		{"not bearer", []string{"Proxy-Authorization: Basic " + base64.StdEncoding.EncodeToString([]byte("u:"+testSecret))}, http.StatusProxyAuthRequired},
+		{"Basic, the token as the user", []string{"Proxy-Authorization: Basic " + basic(testSecret+":x")}, http.StatusProxyAuthRequired},
+		{"Basic, a wrong password", []string{"Proxy-Authorization: Basic " + basic(":nope")}, http.StatusProxyAuthRequired},
+		{"Basic, not base64", []string{"Proxy-Authorization: Basic " + testSecret}, http.StatusProxyAuthRequired},
 		{"a wrong Proxy-Authorization wins", []string{"Proxy-Authorization: Bearer nope", "Authorization: Bearer " + testSecret}, http.StatusProxyAuthRequired},
 		{"two", []string{proxyAuth, proxyAuth}, http.StatusBadRequest},
 		{"Proxy-Authorization", []string{proxyAuth}, http.StatusOK},
 		{"Authorization", []string{"Authorization: bearer " + testSecret}, http.StatusOK},
+		// curl -U :TOKEN, and http_proxy=http://x:TOKEN@host.
+		{"Basic, the token as the password", []string{"Proxy-Authorization: Basic " + basic(":"+testSecret)}, http.StatusOK},
+		{"Basic with a user", []string{"Proxy-Authorization: basic " + basic("x:"+testSecret)}, http.StatusOK},
 	} {
 		_, _, resp := connect(t, ts, target, "", tt.header...)
 		assert.Equal(t, tt.want, resp.StatusCode, tt.name)
 		if tt.want == http.StatusProxyAuthRequired {
-			assert.Equal(t, `Bearer realm="sandbox-executor"`, resp.Header.Get("Proxy-Authenticate"), tt.name)
+			assert.Equal(t, []string{`Bearer realm="sandbox-executor"`, `Basic realm="sandbox-executor"`},
+				resp.Header.Values("Proxy-Authenticate"), tt.name)
 			assert.Contains(t, jsonError(t, resp), "proxy authentication required", tt.name)
 		}
 	}

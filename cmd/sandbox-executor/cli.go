@@ -28,11 +28,11 @@ const (
 )
 
 // isCLICommand reports whether name, the first argument, is a client
-// subcommand (or install, which copies the binary) rather than one of the
-// agent's flags.
+// subcommand (or install, which copies the binary, or help and version)
+// rather than one of the agent's flags.
 func isCLICommand(name string) bool {
 	switch name {
-	case "exec", "logs", "cp", "tunnel", "install":
+	case "exec", "logs", "cp", "tunnel", "install", "help", "version":
 		return true
 	}
 	return false
@@ -63,6 +63,10 @@ func (o options) runCLI(ctx context.Context, args []string, getenv func(string) 
 		err = c.tunnel(ctx, args[1:])
 	case "install":
 		err = c.install(args[1:])
+	case "help":
+		err = o.help(ctx, c, args[1:])
+	case "version":
+		_, err = fmt.Fprintln(c.stdout, "sandbox-executor", version)
 	}
 	var exit exitCodeError
 	switch {
@@ -73,6 +77,27 @@ func (o options) runCLI(ctx context.Context, args []string, getenv func(string) 
 	}
 	fmt.Fprintf(stderr, "sandbox-executor %s: %v\n", name, explain(err))
 	return exitCodeError{failCode}
+}
+
+// help runs "sandbox-executor help [COMMAND]": the agent's usage and
+// flags, or COMMAND's help, on stdout.
+func (o options) help(ctx context.Context, c *cli, args []string) error {
+	switch {
+	case len(args) == 0:
+		_, err := parseConfig([]string{"-h"}, c.getenv, c.stdout) // prints the usage; exit code 0
+		return err
+	case len(args) == 1 && isCLICommand(args[0]) && args[0] != "help" && args[0] != "version":
+		return o.runCLI(ctx, []string{args[0], "-h"}, c.getenv, c.stderr)
+	}
+	fmt.Fprintf(c.stderr, "sandbox-executor help: no command %q\nusage: sandbox-executor help [exec|logs|cp|tunnel|install]\n",
+		strings.Join(args, " "))
+	return exitCodeError{2}
+}
+
+// isHelpFlag reports whether arg, the agent's only argument, asks for
+// help: it is then "help", whose output goes to stdout.
+func isHelpFlag(arg string) bool {
+	return arg == "-h" || arg == "-help" || arg == "--help"
 }
 
 func (o options) in() io.Reader {
@@ -92,40 +117,55 @@ func explain(err error) error {
 	return err
 }
 
-// flagSet returns the flag set of a subcommand, whose -h prints usage (the
-// arguments after the flags) and doc, then the flags.
-func (c *cli) flagSet(name, usage, doc string) *flag.FlagSet {
-	fs := flag.NewFlagSet("sandbox-executor "+name, flag.ContinueOnError)
-	fs.SetOutput(c.stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(c.stderr, "usage: sandbox-executor %s %s\n\n%s\nflags:\n", name, usage, doc)
-		fs.PrintDefaults()
-	}
-	return fs
+// cmdFlags is the flag set of a subcommand, with what its help says.
+type cmdFlags struct {
+	*flag.FlagSet
+	name, usage, doc string
 }
 
-// usageError reports a wrong use of a subcommand, as the flag package
-// reports a wrong flag: the problem and the usage, then exit code 2.
-func (c *cli) usageError(fs *flag.FlagSet, format string, args ...any) error {
-	fmt.Fprintf(c.stderr, "%s: %s\n", fs.Name(), fmt.Sprintf(format, args...))
-	fs.Usage()
+// flagSet returns the flag set of a subcommand, whose -h prints usage (the
+// arguments after the flags) and doc, then the flags, on stdout.
+func (c *cli) flagSet(name, usage, doc string) *cmdFlags {
+	fs := flag.NewFlagSet("sandbox-executor "+name, flag.ContinueOnError)
+	// The flag package would print its errors, then the whole help, on
+	// its output; parse prints them instead, as usageError does.
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	return &cmdFlags{FlagSet: fs, name: name, usage: usage, doc: doc}
+}
+
+// printHelp prints the subcommand's help on stdout.
+func (c *cli) printHelp(fs *cmdFlags) {
+	fmt.Fprintf(c.stdout, "usage: sandbox-executor %s %s\n\n%s\nflags:\n", fs.name, fs.usage, fs.doc)
+	fs.SetOutput(c.stdout)
+	fs.PrintDefaults()
+	fs.SetOutput(io.Discard)
+}
+
+// usageError reports a wrong use of a subcommand: one line that says
+// what is wrong, one with the usage and where the help is; exit code 2,
+// as the flag package's.
+func (c *cli) usageError(fs *cmdFlags, format string, args ...any) error {
+	fmt.Fprintf(c.stderr, "%s: %s\nusage: %s %s (%s -h for help)\n", fs.Name(), fmt.Sprintf(format, args...),
+		fs.Name(), fs.usage, fs.Name())
 	return exitCodeError{2}
 }
 
 // parse parses args into fs. Flags may come anywhere among the other
 // arguments (logs ID -f), as with most command-line tools, unless
 // interspersed is false: then the first non-flag argument ends them (exec
-// CMD -x). After "--" everything is an argument. Errors and -h have been
-// reported by the flag package; the error returned is the exitCodeError
-// to return.
-func parse(fs *flag.FlagSet, args []string, interspersed bool) ([]string, error) {
+// CMD -x). After "--" everything is an argument. -h prints the help on
+// stdout; it and errors have been reported when parse returns the error,
+// the exitCodeError to return (0 for -h).
+func (c *cli) parse(fs *cmdFlags, args []string, interspersed bool) ([]string, error) {
 	var rest []string
 	for {
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
+				c.printHelp(fs)
 				return nil, exitCodeError{0}
 			}
-			return nil, exitCodeError{2}
+			return nil, c.usageError(fs, "%v", err)
 		}
 		remaining := fs.Args()
 		used := len(args) - len(remaining)

@@ -42,9 +42,9 @@ const remotePrefix = "sandbox:"
 // cp runs "sandbox-executor cp [-r] SRC DST".
 func (c *cli) cp(ctx context.Context, args []string) error {
 	fs := c.flagSet("cp", "[flags] SRC DST", cpDoc)
-	cf := addConnFlags(fs)
+	cf := addConnFlags(fs.FlagSet)
 	recursive := fs.Bool("r", false, "copy directories, as tar streams")
-	paths, err := parse(fs, args, true)
+	paths, err := c.parse(fs, args, true)
 	if err != nil {
 		return err
 	}
@@ -76,15 +76,17 @@ func (c *cli) cp(ctx context.Context, args []string) error {
 // the agent.
 func (c *cli) upload(ctx context.Context, cl *client.Client, src, dst string, recursive bool) error {
 	if src == "-" {
+		prog := c.newProgress(0)
+		defer prog.finish()
 		if recursive {
-			_, err := cl.ExtractArchive(ctx, dst, c.stdin, false)
+			_, err := cl.ExtractArchive(ctx, dst, prog.reader(c.stdin), false)
 			return err
 		}
 		target, err := remoteTarget(ctx, cl, dst, "")
 		if err != nil {
 			return err
 		}
-		return sendFile(ctx, cl, target, c.stdin)
+		return sendFile(ctx, cl, target, prog.reader(c.stdin), nil)
 	}
 	f, err := os.Open(src)
 	if err != nil {
@@ -103,9 +105,15 @@ func (c *cli) upload(ctx context.Context, cl *client.Client, src, dst string, re
 		return err
 	}
 	if st.IsDir() {
-		return sendTree(ctx, cl, src, target)
+		prog := c.newProgress(0)
+		defer prog.finish()
+		return sendTree(ctx, cl, src, target, prog)
 	}
-	return sendFile(ctx, cl, target, f)
+	prog := c.newProgress(st.Size())
+	defer prog.finish()
+	// The file's permissions less group and other write, as download
+	// gives a local copy: an executable stays one.
+	return sendFile(ctx, cl, target, prog.reader(f), &client.UploadOptions{Mode: st.Mode().Perm() &^ 0o022, Size: st.Size()})
 }
 
 // remoteTarget returns the path on the agent to write to: dst, or the
@@ -140,23 +148,31 @@ func (c *cli) download(ctx context.Context, cl *client.Client, src, dst string, 
 		return err
 	case info.IsDir && !recursive:
 		return fmt.Errorf("sandbox:%s is a directory: copy it with cp -r", src)
+	}
+	total := info.Size
+	if info.IsDir {
+		total = 0 // an archive's size is known only at its end
+	}
+	prog := c.newProgress(total)
+	defer prog.finish()
+	switch {
 	case info.IsDir && dst == "-":
-		_, err := cl.DownloadArchive(ctx, src, c.stdout, false)
+		_, err := cl.DownloadArchive(ctx, src, prog.writer(c.stdout), false)
 		return err
 	case dst == "-":
-		return receiveFile(ctx, cl, src, c.stdout)
+		return receiveFile(ctx, cl, src, prog.writer(c.stdout))
 	}
 	if st, err := os.Stat(dst); strings.HasSuffix(dst, "/") || (err == nil && st.IsDir()) {
 		dst = filepath.Join(dst, path.Base(src))
 	}
 	if info.IsDir {
-		return receiveTree(ctx, cl, src, dst)
+		return receiveTree(ctx, cl, src, dst, prog)
 	}
 	perm := info.Mode.Perm() &^ 0o022
 	if perm == 0 {
 		perm = 0o644
 	}
-	return writeReplacing(dst, perm, func(w io.Writer) error { return receiveFile(ctx, cl, src, w) })
+	return writeReplacing(dst, perm, func(w io.Writer) error { return receiveFile(ctx, cl, src, prog.writer(w)) })
 }
 
 // writeReplacing writes a file at name through write, into a temporary file
@@ -186,9 +202,9 @@ func writeReplacing(name string, perm fs.FileMode, write func(io.Writer) error) 
 // travel, sendTree and receiveTree how a directory's do.
 
 // sendFile writes everything r holds to the file path on the agent,
-// streamed: any size.
-func sendFile(ctx context.Context, cl *client.Client, path string, r io.Reader) error {
-	_, err := cl.Upload(ctx, path, r, nil)
+// streamed: any size. opts may be nil.
+func sendFile(ctx context.Context, cl *client.Client, path string, r io.Reader, opts *client.UploadOptions) error {
+	_, err := cl.Upload(ctx, path, r, opts)
 	return err
 }
 
@@ -199,12 +215,12 @@ func receiveFile(ctx context.Context, cl *client.Client, path string, w io.Write
 }
 
 // sendTree copies the local directory dir into the directory path on the
-// agent, as a tar stream that the agent unpacks.
-func sendTree(ctx context.Context, cl *client.Client, dir, path string) error {
+// agent, as a tar stream that the agent unpacks; prog counts it.
+func sendTree(ctx context.Context, cl *client.Client, dir, path string, prog *progress) error {
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
 	go archiveTree(done, ctx, pw, dir)
-	_, err := cl.ExtractArchive(ctx, path, pr, false)
+	_, err := cl.ExtractArchive(ctx, path, prog.reader(pr), false)
 	pr.CloseWithError(errors.New("upload over")) // an archiver nobody reads any more stops
 	if aerr := <-done; aerr != nil && errors.Is(aerr, files.ErrArchiveSource) {
 		return aerr // the local tree's failure explains the agent's
@@ -226,11 +242,11 @@ func archiveTree(done chan<- error, ctx context.Context, pw *io.PipeWriter, dir 
 
 // receiveTree copies the directory path on the agent to the local dir, as
 // a tar stream unpacked here with the agent's own checks: nothing lands
-// outside dir, and a cut stream changes nothing.
-func receiveTree(ctx context.Context, cl *client.Client, path, dir string) error {
+// outside dir, and a cut stream changes nothing. prog counts it.
+func receiveTree(ctx context.Context, cl *client.Client, path, dir string, prog *progress) error {
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
-	go fetchTree(done, ctx, cl, pw, path)
+	go fetchTree(done, ctx, cl, pw, prog.writer(pw), path)
 	_, err := files.Extract(ctx, dir, pr, files.ExtractOptions{})
 	pr.Close() // a download nobody reads any more stops, with io.ErrClosedPipe
 	if ferr := <-done; ferr != nil {
@@ -240,13 +256,13 @@ func receiveTree(ctx context.Context, cl *client.Client, path, dir string) error
 }
 
 // fetchTree downloads the directory path on the agent as a tar archive
-// into pw, then closes pw with the result.
+// into w, which writes to pw, then closes pw with the result.
 //
 // fetchTree runs in its own goroutine, started by receiveTree, which
 // waits for it; it ends when the archive has come, or when the pipe's
 // reader is closed.
-func fetchTree(done chan<- error, ctx context.Context, cl *client.Client, pw *io.PipeWriter, path string) {
-	_, err := cl.DownloadArchive(ctx, path, pw, false)
+func fetchTree(done chan<- error, ctx context.Context, cl *client.Client, pw *io.PipeWriter, w io.Writer, path string) {
+	_, err := cl.DownloadArchive(ctx, path, w, false)
 	pw.CloseWithError(err)
 	if errors.Is(err, io.ErrClosedPipe) {
 		err = nil // the unpacking stopped first; its error is the one to say

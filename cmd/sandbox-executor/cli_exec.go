@@ -34,14 +34,14 @@ const maxExecInput = 64 << 20
 // /run_streaming, its output printed live.
 func (c *cli) exec(ctx context.Context, args []string) error {
 	fs := c.flagSet("exec", "[flags] [--] CMD [ARG...]", execDoc)
-	cf := addConnFlags(fs)
+	cf := addConnFlags(fs.FlagSet)
 	session := fs.String("session", "", "run CMD in this `session` of the agent, where cd and export last between commands; it is created if it does not exist")
 	cwd := fs.String("cwd", "", "the command's working `directory` on the agent (default: the agent's own)")
 	env := envFlag{}
 	fs.Var(env, "env", "set `NAME=VALUE` in the command's environment; repeat for more")
 	timeout := fs.String("timeout", "", "kill the command's process group after this `duration` (30s, 5m, or a number of seconds)")
 	withInput := fs.Bool("i", false, "send standard input, read to its end, as the command's input (text, at most 64 MiB)")
-	words, err := parse(fs, args, false)
+	words, err := c.parse(fs, args, false)
 	if err != nil {
 		return err
 	}

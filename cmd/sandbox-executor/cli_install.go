@@ -20,7 +20,7 @@ const installName = "sandbox-executor"
 // install runs "sandbox-executor install DIR".
 func (c *cli) install(args []string) error {
 	fs := c.flagSet("install", "DIR", installDoc)
-	dirs, err := parse(fs, args, true)
+	dirs, err := c.parse(fs, args, true)
 	if err != nil {
 		return err
 	}

@@ -20,10 +20,10 @@ skipping a line; lines the agent dropped meanwhile are reported on stderr.
 // /process_logs_streaming.
 func (c *cli) logs(ctx context.Context, args []string) error {
 	fs := c.flagSet("logs", "[flags] ID", logsDoc)
-	cf := addConnFlags(fs)
+	cf := addConnFlags(fs.FlagSet)
 	follow := fs.Bool("f", false, "follow the log until the process ends")
 	stamps := fs.Bool("t", false, "prefix each line with the time the agent read it (RFC 3339, UTC)")
-	ids, err := parse(fs, args, true)
+	ids, err := c.parse(fs, args, true)
 	if err != nil {
 		return err
 	}

@@ -185,7 +185,7 @@ func TestCLIErrors(t *testing.T) {
 	}
 	r = runCLI(t, a.env, nil, "exec", "-h")
 	assert.Equal(t, 0, r.code)
-	assert.Contains(t, r.stderr, "-session")
+	assert.Contains(t, r.stdout, "-session", "help goes to stdout")
 }
 
 // closedAddr returns a loopback address where nothing listens.
@@ -273,9 +273,12 @@ func TestCLICp(t *testing.T) {
 
 	back := filepath.Join(local, "back.bin")
 	cpRoundTrip(t, a, data, src, "sandbox:"+filepath.Join(remote, "up.bin"), filepath.Join(remote, "up.bin"), back)
-	st, err := os.Stat(back)
+	st, err := os.Stat(filepath.Join(remote, "up.bin"))
 	require.NoError(t, err)
-	assert.Equal(t, os.FileMode(0o644), st.Mode().Perm(), "the remote file's permissions")
+	assert.Equal(t, os.FileMode(0o600), st.Mode().Perm(), "the upload keeps the local file's permissions")
+	st, err = os.Stat(back)
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o600), st.Mode().Perm(), "the remote file's permissions")
 	leftovers, err := filepath.Glob(filepath.Join(local, ".*sandbox-cp*"))
 	require.NoError(t, err)
 	assert.Empty(t, leftovers)

@@ -34,11 +34,11 @@ const stdinGrace = time.Second
 // tunnel runs "sandbox-executor tunnel".
 func (c *cli) tunnel(ctx context.Context, args []string) error {
 	fs := c.flagSet("tunnel", "[flags] -port PORT", tunnelDoc)
-	cf := addConnFlags(fs)
+	cf := addConnFlags(fs.FlagSet)
 	port := fs.Int("port", 0, "the `port` of the sandbox to reach (required)")
 	listen := fs.String("listen", "", "forward the connections accepted on this `address` (such as 127.0.0.1:5432) instead of stdin and stdout")
 	ws := fs.Bool("ws", false, "tunnel over a WebSocket (GET /tunnel_ws) instead of CONNECT, for edges that do not pass CONNECT")
-	rest, err := parse(fs, args, true)
+	rest, err := c.parse(fs, args, true)
 	if err != nil {
 		return err
 	}

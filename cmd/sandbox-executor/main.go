@@ -87,7 +87,10 @@ type options struct {
 // run is run with o's seams. It is long because it is the one place
 // where the start-up and shutdown order is written down in full.
 func (o options) run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
-	if len(args) > 0 && isCLICommand(args[0]) { // exec, logs, cp, tunnel: see cli.go
+	if len(args) == 1 && isHelpFlag(args[0]) {
+		args = []string{"help"}
+	}
+	if len(args) > 0 && isCLICommand(args[0]) { // exec, logs, cp, tunnel, help: see cli.go
 		return o.runCLI(ctx, args, getenv, stderr)
 	}
 	cfg, err := parseConfig(args, getenv, stderr)
@@ -265,14 +268,23 @@ func newAuth(cfg config) (*server.Auth, error) {
 func listen(cfg config) (api, prx net.Listener, err error) {
 	api, err = net.Listen("tcp", cfg.apiAddr)
 	if err != nil {
-		return nil, nil, fmt.Errorf("API listener: %w", err)
+		return nil, nil, listenError("API", cfg.apiAddr, "-addr or -port", err)
 	}
 	prx, err = net.Listen("tcp", cfg.proxyAddr)
 	if err != nil {
 		api.Close()
-		return nil, nil, fmt.Errorf("TCP proxy listener: %w", err)
+		return nil, nil, listenError("TCP proxy", cfg.proxyAddr, "-proxy-addr or -proxy-port", err)
 	}
 	return api, prx, nil
+}
+
+// listenError explains a failed listen on addr: a port in use is the
+// common case, and says which flags choose another.
+func listenError(what, addr, flags string, err error) error {
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return fmt.Errorf("%s listener: %s is already in use (another agent?): stop what listens there, or choose another address with %s", what, addr, flags)
+	}
+	return fmt.Errorf("%s listener: %w", what, err)
 }
 
 // reap runs r until ctx ends.

@@ -1,6 +1,9 @@
 package main
 
-import "runtime/debug"
+import (
+	"runtime/debug"
+	"strings"
+)
 
 // version is reported by -version and /health. The Makefile and the
 // Dockerfile stamp it from the VERSION file:
@@ -11,8 +14,10 @@ var version = "dev"
 // init gives a binary that was not stamped the version the go command
 // recorded, if any: that of the module for
 // `go install github.com/sandbox-executor/sandbox-executor/cmd/sandbox-executor@v0.1.0`,
-// or a pseudo-version from the VCS in a checkout (unless -buildvcs=false).
-// Nothing else assigns version.
+// or a pseudo-version from the VCS in a checkout (unless -buildvcs=false),
+// without the tag's "v": the version is spelled one way everywhere, as
+// the VERSION file, the release binaries and the image tags spell it
+// (0.1.0). Nothing else assigns version.
 func init() {
 	if version != "dev" {
 		return
@@ -23,10 +28,11 @@ func init() {
 }
 
 // moduleVersion returns v, the main module's version in the build
-// information, unless the go command recorded none: then fallback.
+// information, without its leading "v", unless the go command recorded
+// none: then fallback.
 func moduleVersion(v, fallback string) string {
 	if v == "" || v == "(devel)" {
 		return fallback
 	}
-	return v
+	return strings.TrimPrefix(v, "v")
 }

@@ -1,0 +1,54 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+)
+
+// -h of every subcommand, and help, print the help on stdout and exit 0;
+// a wrong use prints one line that says what is wrong and one with the
+// usage and where the help is, on stderr, and exits 2.
+func TestCLIHelp(t *testing.T) {
+	for _, args := range [][]string{
+		{"exec", "-h"}, {"logs", "-h"}, {"cp", "-h"}, {"tunnel", "-h"}, {"install", "-h"}, {"exec", "--help"},
+		{"help", "cp"}, {"cp", "-r", "-h"},
+	} {
+		r := runCLI(t, nil, nil, args...)
+		assert.Equal(t, 0, r.code, "%q", args)
+		assert.Empty(t, r.stderr, "%q", args)
+		name := args[0]
+		if name == "help" {
+			name = args[1]
+		}
+		assert.True(t, strings.HasPrefix(r.stdout, "usage: sandbox-executor "+name+" "), "%q: %s", args, r.stdout)
+		assert.Contains(t, r.stdout, "\nflags:\n", "%q", args)
+	}
+	for _, args := range [][]string{{"help"}, {"-h"}, {"--help"}} {
+		r := runCLI(t, nil, nil, args...)
+		assert.Equal(t, 0, r.code, "%q", args)
+		assert.Empty(t, r.stderr, "%q", args)
+		assert.True(t, strings.HasPrefix(r.stdout, "usage: sandbox-executor [flags]"), "%q: %s", args, r.stdout)
+		assert.Contains(t, r.stdout, "-proxy-addr", "%q: the agent's flags", args)
+	}
+	r := runCLI(t, nil, nil, "version")
+	assert.Equal(t, cliResult{0, "sandbox-executor " + version + "\n", ""}, r)
+
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"cp", "a"}, "sandbox-executor cp: want SRC and DST, got 1 arguments\n" +
+			"usage: sandbox-executor cp [flags] SRC DST (sandbox-executor cp -h for help)\n"},
+		{[]string{"exec", "-nosuchflag"}, "sandbox-executor exec: flag provided but not defined: -nosuchflag\n" +
+			"usage: sandbox-executor exec [flags] [--] CMD [ARG...] (sandbox-executor exec -h for help)\n"},
+		{[]string{"logs", "-f=maybe", "x"}, "sandbox-executor logs: invalid boolean value \"maybe\" for -f: parse error\n" +
+			"usage: sandbox-executor logs [flags] ID (sandbox-executor logs -h for help)\n"},
+		{[]string{"help", "nosuch"}, "sandbox-executor help: no command \"nosuch\"\n" +
+			"usage: sandbox-executor help [exec|logs|cp|tunnel|install]\n"},
+	} {
+		r := runCLI(t, nil, nil, tt.args...)
+		assert.Equal(t, cliResult{2, "", tt.want}, r, "%q", tt.args)
+	}
+}
