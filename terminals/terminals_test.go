@@ -241,6 +241,22 @@ func TestStalledCursor(t *testing.T) {
 	assert.LessOrEqual(t, len(out), 8<<10)
 }
 
+// A cursor attached at an offset the ring has evicted stays there until
+// it reads: its first Read reports the bytes missed from there on, then
+// returns the rest, and the two add up to the end of the stream.
+func TestAttachEvicted(t *testing.T) {
+	r := newTestRegistry(t, Options{RingBytes: 8 << 10})
+	term := start(t, r, Spec{Cmd: "seq 1 10000"})
+	waitDone(t, term)
+	want := seqOutput(10000)
+	rd := attach(t, term, 100)
+	assert.Equal(t, uint64(100), rd.c.Offset())
+	out := rd.toEnd(t)
+	assert.Equal(t, uint64(len(want)-100-(8<<10)), rd.missed)
+	assert.Equal(t, want[len(want)-8<<10:], out)
+	assert.Equal(t, uint64(len(want)), rd.c.Offset())
+}
+
 // The session of a killed terminal is gone, every process of it: the
 // shell, a job it put in a group of its own, and that job's child.
 func TestKillSession(t *testing.T) {
