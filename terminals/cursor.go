@@ -53,14 +53,19 @@ func (c *Cursor) syncLocked() (missed uint64) {
 // one c returned, as many as fit. It also returns how many bytes were
 // evicted before c could read them (they come before the ones copied),
 // and whether the terminal has ended and every byte it wrote has been
-// returned or missed.
+// returned or missed. A Read that returns or reports bytes counts as a
+// use of the terminal (Spec.OnActivity).
 func (c *Cursor) Read(dst []byte) (n int, missed uint64, ended bool) {
 	c.t.mu.Lock()
-	defer c.t.mu.Unlock()
 	missed = c.syncLocked()
 	n = c.t.ring.readAt(dst, c.next)
 	c.next += uint64(n)
-	return n, missed, c.t.status != StatusRunning && c.next >= c.t.ring.end
+	ended = c.t.status != StatusRunning && c.next >= c.t.ring.end
+	c.t.mu.Unlock()
+	if n > 0 || missed > 0 {
+		c.t.used()
+	}
+	return n, missed, ended
 }
 
 // Offset returns where c is: the offset of the next byte Read returns,

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -146,6 +147,32 @@ func TestResize(t *testing.T) {
 	typeIn(t, term, "\n")
 	rd.waitFor(t, "43 132")
 	assert.ErrorIs(t, r.Resize("nope", 1, 1), ErrNotFound)
+}
+
+// Every use of a terminal by a client (input, a resize, a signal, output
+// read) is reported to Spec.OnActivity, and nothing else is: a terminal
+// that only writes, with no client reading, is not in use.
+func TestOnActivity(t *testing.T) {
+	r := newTestRegistry(t, Options{})
+	var uses atomic.Int64
+	term := start(t, r, Spec{Cmd: "read x; echo got-$x; read y", OnActivity: func() { uses.Add(1) }})
+	assert.Zero(t, uses.Load(), "starting is no use")
+	typeIn(t, term, "a\n")
+	assert.Equal(t, int64(1), uses.Load(), "input")
+	require.NoError(t, term.Resize(90, 20))
+	assert.Equal(t, int64(2), uses.Load(), "a resize")
+	require.NoError(t, term.Signal(syscall.SIGWINCH))
+	assert.Equal(t, int64(3), uses.Load(), "a signal")
+	rd := attach(t, term, 0)
+	rd.waitFor(t, "got-a")
+	assert.Greater(t, uses.Load(), int64(3), "output read")
+	rd.c.Close()
+	before := uses.Load()
+	require.NoError(t, term.Signal(syscall.SIGKILL))
+	waitDone(t, term)
+	assert.Equal(t, before+1, uses.Load(), "only the signal: output no client reads is no use")
+	assert.ErrorIs(t, term.Resize(90, 20), ErrNotRunning)
+	assert.Equal(t, before+1, uses.Load(), "a refused resize is no use")
 }
 
 // Ctrl-C typed into the terminal interrupts the foreground job, and so
