@@ -3,6 +3,7 @@ package client_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -166,20 +167,28 @@ func TestTerminalResume(t *testing.T) {
 func TestTerminalResumeAfterEviction(t *testing.T) {
 	a := startAgent(t, agentConfig{})
 	ctx := t.Context()
-	const n, ring = 300000, 1 << 20 // 2,288,895 bytes: twice the ring and more
-	term, err := a.c.StartTerminal(ctx, client.TerminalOptions{Cmd: "read x; seq 1 " + strconv.Itoa(n)})
+	// Part one, 109 KB, is read whole however slow the reader; part two,
+	// 2.2 MB, twice the ring and more, is written with nobody reading.
+	const one, n, ring = 20000, 300000, 1 << 20
+	term, err := a.c.StartTerminal(ctx, client.TerminalOptions{Cmd: fmt.Sprintf("read x; seq 1 %d; read y; seq %d %d", one, one+1, n)})
 	require.NoError(t, err)
 	var want strings.Builder
 	want.WriteString("\r\n")
 	for i := 1; i <= n; i++ {
+		if i == one+1 {
+			want.WriteString("\r\n") // the second line typed, echoed
+		}
 		want.WriteString(strconv.Itoa(i) + "\r\n")
 	}
 	total := uint64(want.Len())
 
 	r := attach(t, a.c, term.ID, -1)
 	require.NoError(t, r.tc.Write(ctx, []byte("\n")))
-	require.True(t, r.until(func(out string) bool { return len(out) > 64<<10 }))
+	require.True(t, r.until(func(out string) bool { return strings.HasSuffix(out, "\n"+strconv.Itoa(one)+"\r\n") }))
 	require.NoError(t, r.tc.Close())
+	typer := attach(t, a.c, term.ID, -1)
+	require.NoError(t, typer.tc.Write(ctx, []byte("\n")))
+	require.NoError(t, typer.tc.Close())
 	require.Eventually(t, func() bool {
 		ts, err := a.c.ListTerminals(ctx)
 		return err == nil && len(ts) == 1 && ts[0].Status != client.StatusRunning

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -91,18 +92,24 @@ func TestTerminalResume(t *testing.T) {
 func TestTerminalResumeAfterEviction(t *testing.T) {
 	const ring = 64 << 10
 	ts, terms := newTerminalServer(t, termServer{terms: terminals.Options{RingBytes: ring}})
-	const n = 50000 // 338,895 bytes: five rings' worth
-	want := "\r\n" + seqOutput(n)
-	id := startTerminal(t, ts, map[string]any{"cmd": "read x; seq 1 " + strconv.Itoa(n)})
+	// Part one fits the ring, so that the first client gets all of it
+	// however slow it is; part two, 320 KB, is five rings' worth.
+	const one, n = 2000, 50000
+	partOne := "\r\n" + seqOutput(one)
+	want := partOne + "\r\n" + seqOutput(n)[len(seqOutput(one)):]
+	id := startTerminal(t, ts, map[string]any{"cmd": fmt.Sprintf("read x; seq 1 %d; read y; seq %d %d", one, one+1, n)})
 	a := dialTerminal(t, ts, id, "", nil)
 	require.True(t, a.readUntil(func() bool { return a.attached != nil }))
 	a.send("\n")
-	require.True(t, a.readUntil(func() bool { return len(a.out) > 16<<10 }))
+	a.waitFor(seqOutput(one)[len(seqOutput(one-1)):])
 	a.c.CloseNow()
+	require.Equal(t, uint64(len(partOne)), a.next())
 	term, err := terms.Get(id)
 	require.NoError(t, err)
+	_, err = term.Write(t.Context(), []byte("\n")) // part two, with no client attached
+	require.NoError(t, err)
 	waitTerminal(t, term) // all of it written: the bytes after a's are evicted but for the last ring
-	require.True(t, want[:len(a.out)] == string(a.out), "the start of the stream")
+	require.True(t, partOne == string(a.out), "part one, whole")
 
 	since := a.next()
 	b := dialTerminal(t, ts, id, "&since="+strconv.FormatUint(since, 10), nil)

@@ -156,16 +156,21 @@ except websocket.WebSocketBadStatusException as e:
     if e.status_code != 400 or "sandbox-executor" not in refused:
         fail("refused with %d %r: it does not name sandbox-executor" % (e.status_code, refused))
 
-# 5. Resumes after eviction: seq writes twice the 1 MiB ring while no
-# client reads; each resume uses attached + missed + bytes received.
+# 5. Resumes after eviction: a reads part one whole and drops; part two,
+# twice the 1 MiB ring and more, is written while no client reads; each
+# resume uses attached + missed + bytes received.
 n = 300000
-eid = start_terminal({"cmd": "read x; seq 1 %d" % n})
-want = b"\r\n" + b"".join(b"%d\r\n" % i for i in range(1, n + 1))
+eid = start_terminal({"cmd": "read x; seq 1 20000; read y; seq 20001 %d" % n})
+want = (b"\r\n" + b"".join(b"%d\r\n" % i for i in range(1, 20001)) +
+        b"\r\n" + b"".join(b"%d\r\n" % i for i in range(20001, n + 1)))
 a = Term(eid)
 a.read_until(lambda a: a.attached is not None, "attached")
 a.type("\n")
-a.read_until(lambda a: len(a.out) > 64 * 1024, "64 KiB of output")
+a.read_until(lambda a: a.out.endswith(b"\n20000\r\n"), "part one")
 a.ws.sock.close()
+typer = Term(eid, subprotocols=())
+typer.type("\n")
+typer.ws.close()
 wait_ended(eid)
 b = Term(eid, a.next())
 b.read_until(lambda b: len(b.out) > 32 * 1024, "32 KiB after the resume")
