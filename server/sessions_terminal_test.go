@@ -56,7 +56,7 @@ func TestSessionTerminal(t *testing.T) {
 // session with idle_timeout 1 killed a shell typed into every second.
 func TestSessionTerminalIdle(t *testing.T) {
 	ts, _ := newTerminalServer(t, termServer{})
-	const idle = 600 * time.Millisecond
+	const idle = time.Second
 	sessionsListed := func() []string {
 		code, out := call(t, ts, http.MethodGet, "/list_sessions", nil)
 		require.Equal(t, http.StatusOK, code)
