@@ -40,6 +40,9 @@ async function cleanup() {
   }
 }
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+// Whatever throws, Chromium is not left behind.
+process.on('uncaughtException', (err) => fail(`${err?.stack ?? err}`));
+process.on('unhandledRejection', (err) => fail(`${err?.stack ?? err}`));
 
 // --- the page, from file:// -------------------------------------------------
 const pagePath = path.join(EXAMPLES_DIR, 'terminal.html');
@@ -160,7 +163,9 @@ const relay = await startRelay(SANDBOX_URL);
 cleanups.push(() => relay.close());
 // The check's own keyboard, straight to the agent (header, no subprotocol).
 const typer = new WebSocket(`${SANDBOX_URL.replace(/^http/, 'ws')}/terminal_ws?id=${evictID}`, { headers: auth });
-await new Promise((resolve, reject) => { typer.once('open', resolve); typer.once('error', reject); });
+await new Promise((resolve, reject) => { typer.once('open', resolve); typer.once('error', reject); })
+  .catch((err) => fail(`the typing client (no subprotocol, header auth): ${err.message}`));
+typer.on('error', (err) => fail(`the typing client: ${err.message}`));
 cleanups.push(() => typer.close());
 
 const p2 = await openPage(pageURL(EXAMPLES_DIR, relay.url, SANDBOX_SECRET, evictID));
