@@ -147,8 +147,10 @@ type TerminalEvent struct {
 // offset since: the offset a previous TerminalConn's Offset returned, to
 // resume with no byte lost or repeated (while the agent keeps them); a
 // negative since starts at the oldest byte the agent keeps (its screen so
-// far). ctx bounds the connecting only. An unknown id is an *Error with
-// status 404; a since past the end, 400.
+// far). If the agent has evicted bytes from since on, the first Read
+// returns a Missed event for exactly those, then the bytes kept. ctx
+// bounds the connecting only. An unknown id is an *Error with status 404;
+// a since past the end, 400.
 func (c *Client) AttachTerminal(ctx context.Context, id string, since int64) (*TerminalConn, error) {
 	q := url.Values{"id": {id}}
 	if since >= 0 {

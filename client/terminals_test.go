@@ -3,6 +3,7 @@ package client_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -157,6 +158,57 @@ func TestTerminalResume(t *testing.T) {
 	}
 	assert.True(t, want.String() == first+r2.out.String(), "every byte exactly once: want %d bytes, got %d",
 		want.Len(), len(first)+r2.out.Len())
+}
+
+// A reader that resumes at Offset after the agent's 1 MiB ring has
+// evicted part of what it did not get reads a Missed event for exactly
+// those bytes, then every kept byte once; Offset stays right across
+// further resumes.
+func TestTerminalResumeAfterEviction(t *testing.T) {
+	a := startAgent(t, agentConfig{})
+	ctx := t.Context()
+	// Part one, 109 KB, is read whole however slow the reader; part two,
+	// 2.2 MB, twice the ring and more, is written with nobody reading.
+	const one, n, ring = 20000, 300000, 1 << 20
+	term, err := a.c.StartTerminal(ctx, client.TerminalOptions{Cmd: fmt.Sprintf("read x; seq 1 %d; read y; seq %d %d", one, one+1, n)})
+	require.NoError(t, err)
+	var want strings.Builder
+	want.WriteString("\r\n")
+	for i := 1; i <= n; i++ {
+		if i == one+1 {
+			want.WriteString("\r\n") // the second line typed, echoed
+		}
+		want.WriteString(strconv.Itoa(i) + "\r\n")
+	}
+	total := uint64(want.Len())
+
+	r := attach(t, a.c, term.ID, -1)
+	require.NoError(t, r.tc.Write(ctx, []byte("\n")))
+	require.True(t, r.until(func(out string) bool { return strings.HasSuffix(out, "\n"+strconv.Itoa(one)+"\r\n") }))
+	require.NoError(t, r.tc.Close())
+	typer := attach(t, a.c, term.ID, -1)
+	require.NoError(t, typer.tc.Write(ctx, []byte("\n")))
+	require.NoError(t, typer.tc.Close())
+	require.Eventually(t, func() bool {
+		ts, err := a.c.ListTerminals(ctx)
+		return err == nil && len(ts) == 1 && ts[0].Status != client.StatusRunning
+	}, 10*time.Second, 10*time.Millisecond, "seq ran to its end, past the ring")
+
+	r2 := attach(t, a.c, term.ID, int64(r.tc.Offset()))
+	require.True(t, r2.until(func(out string) bool { return len(out) > 32<<10 }))
+	require.NoError(t, r2.tc.Close())
+	assert.Equal(t, total-ring-r.tc.Offset(), r2.missed, "missed: what was evicted after the first reader's last byte")
+	assert.Equal(t, r.tc.Offset()+r2.missed+uint64(r2.out.Len()), r2.tc.Offset())
+
+	r3 := attach(t, a.c, term.ID, int64(r2.tc.Offset()))
+	r3.toEnd()
+	assert.Zero(t, r3.missed)
+	assert.Equal(t, 0, *r3.exit)
+	assert.Equal(t, total, r3.tc.Offset(), "the end of the stream")
+	w := want.String()
+	assert.True(t, w[:len(r.out.String())] == r.out.String(), "the first reader's bytes")
+	assert.True(t, w[total-ring:] == r2.out.String()+r3.out.String(), "every kept byte exactly once: want %d bytes, got %d",
+		ring, r2.out.Len()+r3.out.Len())
 }
 
 func TestTerminalErrors(t *testing.T) {

@@ -348,17 +348,19 @@ type checkWriter struct {
 // Hijack lets a tunnel, a WebSocket or a spliced /write_stdin take the
 // connection over, and notes it. A tunnel's or a WebSocket's status is
 // then written past the checker, by hand (CONNECT's 200) or by the
-// upgrade (101), and what follows is another protocol. Any other handler
-// writes a whole HTTP reply by hand (/write_stdin's spliced replies): the
-// connection is handed over wrapped, so that end can read that reply
-// from what was written and check it as any other.
+// upgrade (101, sent through WriteHeader before the hijack), and what
+// follows is another protocol. Any other handler writes a whole HTTP
+// reply by hand (/write_stdin's spliced replies, a refused WebSocket
+// upgrade's 400 with its own reason phrase, a reverse proxy's 101): the
+// connection is handed over wrapped, so that end can read that reply from
+// what was written and check it as any other.
 func (cw *checkWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	c, brw, err := http.NewResponseController(cw.ResponseWriter).Hijack()
 	if err != nil {
 		return c, brw, err
 	}
 	cw.hijacked = true
-	if cw.status != 0 || cw.ex.req.Method == http.MethodConnect || isWebSocketUpgrade(cw.ex.req) {
+	if cw.status != 0 || cw.ex.req.Method == http.MethodConnect {
 		return c, brw, nil
 	}
 	cw.tee = &teeConn{Conn: c}

@@ -128,6 +128,10 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 			body[k] = v
 		}
 	}
+	var ur *upgradeRefusal
+	if errors.As(err, &ur) && writeWithReason(w, code, ur.reason, body) {
+		return
+	}
 	encode(w, code, body)
 }
 

@@ -104,19 +104,19 @@ func (s *Server) serveTerminal(ctx context.Context, conn *websocket.Conn, t *ter
 	go terminalInput(connCtx, &wg, conn, t, inputDone)
 	go pingClient(connCtx, &wg, conn, s.cfg.KeepAlive, s.cfg.StallTimeout, cancel)
 
-	offset, missed := cur.Sync()
-	if sendJSON(connCtx, conn, wsAttached{"attached", offset}) != nil {
+	// attached is where the client asked to start, even if the ring has
+	// evicted bytes from there on: the first Read reports those as
+	// missed. So every byte from attached on is counted once, as missed
+	// or as output, and the client's attached + missed + bytes received
+	// is always the offset to resume at.
+	if sendJSON(connCtx, conn, wsAttached{"attached", cur.Offset()}) != nil {
 		return
 	}
 	buf := make([]byte, wsOutputFrame)
 	for {
-		n, more, ended := cur.Read(buf)
-		missed += more
-		if missed > 0 {
-			if sendJSON(connCtx, conn, wsMissed{"missed", missed}) != nil {
-				return
-			}
-			missed = 0
+		n, missed, ended := cur.Read(buf)
+		if missed > 0 && sendJSON(connCtx, conn, wsMissed{"missed", missed}) != nil {
+			return
 		}
 		if n > 0 && conn.Write(connCtx, websocket.MessageBinary, buf[:n]) != nil {
 			return // the client left or was dropped

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -79,6 +80,67 @@ func TestTerminalResume(t *testing.T) {
 	want := "\r\n" + seqOutput(n) // the typed newline, echoed, then seq
 	assert.True(t, want == first+string(w2.out), "every byte exactly once: want %d bytes, got %d", len(want), len(first)+len(w2.out))
 	assert.Equal(t, 0, *w2.exit)
+}
+
+// A client that resumes after the ring has evicted part of what it did
+// not get is told how many bytes it missed and then gets every kept byte
+// exactly once, with the documented arithmetic (attached offset + missed
+// + bytes received) giving the offset to resume at again, however many
+// times it drops. Before the fix, attached already pointed past the
+// evicted bytes and missed counted them again: the next resume skipped
+// them a second time, or was refused as past the end.
+func TestTerminalResumeAfterEviction(t *testing.T) {
+	const ring = 64 << 10
+	ts, terms := newTerminalServer(t, termServer{terms: terminals.Options{RingBytes: ring}})
+	// Part one fits the ring, so that the first client gets all of it
+	// however slow it is; part two, 320 KB, is five rings' worth.
+	const one, n = 2000, 50000
+	partOne := "\r\n" + seqOutput(one)
+	want := partOne + "\r\n" + seqOutput(n)[len(seqOutput(one)):]
+	id := startTerminal(t, ts, map[string]any{"cmd": fmt.Sprintf("read x; seq 1 %d; read y; seq %d %d", one, one+1, n)})
+	a := dialTerminal(t, ts, id, "", nil)
+	require.True(t, a.readUntil(func() bool { return a.attached != nil }))
+	a.send("\n")
+	a.waitFor(seqOutput(one)[len(seqOutput(one-1)):])
+	a.c.CloseNow()
+	require.Equal(t, uint64(len(partOne)), a.next())
+	term, err := terms.Get(id)
+	require.NoError(t, err)
+	_, err = term.Write(t.Context(), []byte("\n")) // part two, with no client attached
+	require.NoError(t, err)
+	waitTerminal(t, term) // all of it written: the bytes after a's are evicted but for the last ring
+	require.True(t, partOne == string(a.out), "part one, whole")
+
+	since := a.next()
+	b := dialTerminal(t, ts, id, "&since="+strconv.FormatUint(since, 10), nil)
+	require.True(t, b.readUntil(func() bool { return len(b.out) > 8<<10 }))
+	b.c.CloseNow()
+	assert.Equal(t, since, *b.attached, "attached is where the client asked to resume")
+	assert.Equal(t, uint64(len(want)-ring)-since, b.missed, "missed is what was evicted from there on")
+
+	c := dialTerminal(t, ts, id, "&since="+strconv.FormatUint(b.next(), 10), nil)
+	c.toEnd()
+	assert.Equal(t, b.next(), *c.attached)
+	assert.Zero(t, c.missed)
+	assert.Equal(t, uint64(len(want)), c.next(), "attached + missed + received is the whole stream")
+	kept := string(b.out) + string(c.out)
+	assert.True(t, want[len(want)-ring:] == kept, "every kept byte exactly once: want the last %d bytes, got %d", ring, len(kept))
+
+	fresh := dialTerminal(t, ts, id, "", nil)
+	fresh.toEnd()
+	assert.Equal(t, uint64(len(want)-ring), *fresh.attached, "without since: the oldest byte kept")
+	assert.Zero(t, fresh.missed)
+	assert.True(t, want[len(want)-ring:] == string(fresh.out), "the ring, once: got %d bytes", len(fresh.out))
+}
+
+// waitTerminal waits until term has ended and all its output is stored.
+func waitTerminal(t *testing.T, term *terminals.Terminal) {
+	t.Helper()
+	select {
+	case <-term.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatalf("terminal %s did not end", term.ID)
+	}
 }
 
 // A client that never reads holds up neither the terminal nor another

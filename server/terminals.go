@@ -26,11 +26,12 @@ type terminalRequest struct {
 	User    stringOrNumber    `json:"user"`    // run as that user (a name or a uid)
 }
 
-// spec validates req and returns the terminal it asks for. It is the one
-// place a request becomes a terminals.Spec: its user and session apply
-// as they do to a background process (see sessionCommand), so a
+// terminalSpec validates req and returns the terminal it asks for. It is
+// the one place a request becomes a terminals.Spec: its user and session
+// apply as they do to a background process (see sessionCommand), so a
 // session's terminal starts from the session's state, commits nothing,
-// and dies with the session.
+// and dies with the session; unlike a background process, it keeps the
+// session in use while a client uses it.
 func (s *Server) terminalSpec(req terminalRequest) (terminals.Spec, error) {
 	spec := terminals.Spec{Cmd: req.Cmd}
 	var err error
@@ -45,6 +46,13 @@ func (s *Server) terminalSpec(req terminalRequest) (terminals.Spec, error) {
 		return spec, err
 	}
 	spec.Dir, spec.Env, spec.BaseEnv, spec.User, spec.OnStart = c.Dir, c.Env, c.BaseEnv, c.User, c.OnStart
+	if req.Session != "" {
+		// A client using the terminal over its WebSocket uses the
+		// session: its idle timeout must not kill a shell being typed in.
+		if spec.OnActivity, err = s.sessions.Toucher(req.Session); err != nil {
+			return spec, err
+		}
+	}
 	return spec, nil
 }
 

@@ -2,15 +2,23 @@ package server
 
 import (
 	"encoding/base64"
+	"encoding/json"
+	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/coder/websocket"
 )
 
 const (
 	// wsProtocol is the WebSocket subprotocol of the agent's WebSocket
-	// endpoints; the agent selects it, so a client must offer it.
+	// endpoints. The agent selects it when a client offers it; a client
+	// that offers no subprotocol at all (and so authenticates with the
+	// Authorization header) is served the same protocol with none
+	// selected. A client that offers others but not this one is refused:
+	// it asked for a protocol the agent does not speak.
 	wsProtocol = "sandbox-executor"
 	// wsTokenPrefix starts the subprotocol that carries the bearer token
 	// for clients that cannot set an Authorization header on a WebSocket
@@ -61,17 +69,17 @@ func wsToken(r *http.Request) (string, bool) {
 }
 
 // acceptWebSocket upgrades r to a WebSocket speaking wsProtocol. A request
-// that is not a WebSocket upgrade gets a JSON 400 (returned, for
-// writeError); handlers check everything else that decides the status
-// (an unknown id is 404) before they call it, since after it only the
-// WebSocket can say anything.
+// that is not a WebSocket upgrade, or that offers subprotocols but not
+// wsProtocol, gets a 400 (returned, for writeError); handlers check
+// everything else that decides the status (an unknown id is 404) before
+// they call it, since after it only the WebSocket can say anything.
 func acceptWebSocket(w http.ResponseWriter, r *http.Request) (*websocket.Conn, error) {
 	if err := checkWebSocket(r); err != nil {
 		return nil, err
 	}
 	// Accept writes its own reply when the handshake is malformed; the
 	// error then only needs logging, which writeError does quietly once
-	// the status is sent.
+	// the status is sent. It selects wsProtocol if offered, else none.
 	//
 	// Pages of any origin may connect (a browser page served elsewhere,
 	// such as examples/terminal.html): the origin check guards against a
@@ -87,8 +95,55 @@ func checkWebSocket(r *http.Request) error {
 	if !isWebSocketUpgrade(r) {
 		return errorf(http.StatusBadRequest, "%s needs a WebSocket upgrade (subprotocol %q)", r.URL.Path, wsProtocol)
 	}
-	if !headerHasToken(r.Header, "Sec-WebSocket-Protocol", wsProtocol) {
-		return errorf(http.StatusBadRequest, "offer the WebSocket subprotocol %q", wsProtocol)
+	if len(r.Header.Values("Sec-WebSocket-Protocol")) > 0 && !headerHasToken(r.Header, "Sec-WebSocket-Protocol", wsProtocol) {
+		return &upgradeRefusal{
+			httpError: &httpError{code: http.StatusBadRequest, msg: fmt.Sprintf("offer the WebSocket subprotocol %q, "+
+				"or no subprotocol and the Authorization header; a browser offers its token, %s<base64url(token)>, beside %q",
+				wsProtocol, wsTokenPrefix, wsProtocol)},
+			reason: fmt.Sprintf("WebSocket subprotocol %q required", wsProtocol),
+		}
 	}
 	return nil
+}
+
+// upgradeRefusal is a WebSocket upgrade refused for what it offered. Many
+// WebSocket clients show only the status line of a failed handshake
+// (wscat, browsers' consoles say even less), so writeError answers it as
+// any error, with the JSON body, but with reason as the status line's
+// reason phrase instead of "Bad Request".
+type upgradeRefusal struct {
+	*httpError
+	reason string // visible ASCII and spaces
+}
+
+func (e *upgradeRefusal) Unwrap() error { return e.httpError }
+
+// writeWithReason writes the reply code with reason as its reason phrase
+// and body as JSON, on the connection taken over from net/http, which has
+// no other way to set a reason phrase; then closes it. It reports whether
+// it did: false, having written nothing, if the connection cannot be taken
+// over (HTTP/2), and the caller then writes the reply as usual.
+func writeWithReason(w http.ResponseWriter, code int, reason string, body any) bool {
+	b, err := json.Marshal(body)
+	if err != nil {
+		return false
+	}
+	h := w.Header().Clone() // the request id, and whatever else the middleware set
+	conn, brw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		return false
+	}
+	defer conn.Close()
+	hijacked(w, code)
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(b)+1))
+	h.Set("Connection", "close")
+	h.Set("Date", time.Now().UTC().Format(http.TimeFormat))
+	fmt.Fprintf(brw, "HTTP/1.1 %03d %s\r\n", code, reason)
+	_ = h.Write(brw)
+	_, _ = brw.WriteString("\r\n")
+	_, _ = brw.Write(append(b, '\n'))
+	_ = conn.SetWriteDeadline(time.Now().Add(lingerTimeout)) // a client that reads nothing must not hold the handler
+	_ = brw.Flush()                                          // an error means the client left
+	return true
 }

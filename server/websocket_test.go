@@ -2,6 +2,7 @@ package server
 
 import (
 	"encoding/base64"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -107,4 +108,55 @@ func TestAcceptWebSocket(t *testing.T) {
 
 	_, _, err = websocket.Dial(t.Context(), ts.URL, &websocket.DialOptions{Subprotocols: []string{"other"}})
 	assert.Error(t, err, "a client that does not offer the protocol is refused")
+}
+
+// A client that offers no subprotocol and authenticates with the header
+// (Python's websocket-client and wscat by default) is accepted, with no
+// subprotocol selected, and speaks the terminal protocol all the same.
+func TestWebSocketNoSubprotocol(t *testing.T) {
+	ts, _ := newTerminalServer(t, termServer{})
+	id := startTerminal(t, ts, map[string]any{"cmd": "read x; echo got-$x"})
+	c, resp, err := websocket.Dial(t.Context(), ts.URL+"/terminal_ws?id="+id,
+		&websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + testSecret}}})
+	require.NoError(t, err)
+	defer c.CloseNow()
+	assert.Empty(t, resp.Header.Values("Sec-WebSocket-Protocol"), "none selected")
+	assert.Empty(t, c.Subprotocol())
+	w := &wsTerm{t: t, c: c}
+	w.send("hi\n")
+	w.toEnd()
+	assert.Equal(t, uint64(0), *w.attached)
+	assert.Contains(t, string(w.out), "got-hi\r\n")
+}
+
+// An upgrade that offers subprotocols but not sandbox-executor (such as
+// the browser's token, bearer.*, alone) is refused with a 400 whose status
+// line and JSON body both say to offer sandbox-executor: clients that
+// show only one of them (websocket-client shows both, wscat the status)
+// tell the user why.
+func TestWebSocketRefusal(t *testing.T) {
+	ts, _ := newTerminalServer(t, termServer{})
+	id := startTerminal(t, ts, map[string]any{"cmd": "read x"})
+	token := wsTokenPrefix + base64.RawURLEncoding.EncodeToString([]byte(testSecret))
+	for _, tt := range []struct {
+		name string
+		opts *websocket.DialOptions
+	}{
+		{"the token alone", &websocket.DialOptions{Subprotocols: []string{token}}},
+		{"another protocol", &websocket.DialOptions{Subprotocols: []string{"tty"},
+			HTTPHeader: http.Header{"Authorization": {"Bearer " + testSecret}}}},
+	} {
+		for _, path := range []string{"/terminal_ws?id=" + id, "/tunnel_ws?port=1"} {
+			_, resp, err := websocket.Dial(t.Context(), ts.URL+path, tt.opts)
+			require.Error(t, err, tt.name)
+			require.NotNil(t, resp, tt.name)
+			assert.Equal(t, http.StatusBadRequest, resp.StatusCode, tt.name)
+			assert.Equal(t, `400 WebSocket subprotocol "sandbox-executor" required`, resp.Status, tt.name)
+			assert.Equal(t, "application/json", resp.Header.Get("Content-Type"), tt.name)
+			var body map[string]any
+			require.NoError(t, json.NewDecoder(resp.Body).Decode(&body), tt.name)
+			assert.Contains(t, body["error"], `"sandbox-executor"`, tt.name)
+		}
+	}
+	assert.Equal(t, 0.0, listTerminals(t, ts)[0]["clients"], "refused before it attached")
 }

@@ -12,8 +12,9 @@ const janitorMaxWait = time.Hour
 // janitor deletes each session that has been idle for its IdleTimeout, as
 // Delete does: idle means no /run or /run_streaming command of it running,
 // and none of its requests (creation, reuse, a command's start or end, a
-// background process's start) for that long. Running background
-// processes do not keep a session in use.
+// background process's start), nor a call of its Toucher (a client using
+// one of its terminals), for that long. Running background processes do
+// not keep a session in use.
 //
 // janitor runs in its own goroutine, started by New; it ends when Close
 // cancels ctx.
@@ -66,6 +67,22 @@ func (r *Registry) expire(ctx context.Context) time.Duration {
 		cancel()
 	}
 	return next
+}
+
+// Toucher returns a function that marks session id used now, as a request
+// to it does, for activity the API sees outside the session's requests:
+// traffic on the WebSocket of one of its terminals. The function holds
+// the session itself, not its id, so it never touches a later session of
+// the same id, and it costs one lock. It returns an error wrapping
+// ErrNotFound for an unknown id.
+func (r *Registry) Toucher(id string) (func(), error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s, ok := r.sessions[id]
+	if !ok {
+		return nil, notFound(id)
+	}
+	return s.touch, nil
 }
 
 // idleLeft returns how long s has left before it expires, and whether it

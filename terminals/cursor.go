@@ -16,7 +16,7 @@ type Cursor struct {
 // Attach returns a Cursor at offset since (FromOldest: the oldest byte
 // kept), or an error wrapping ErrOffset if since is past the end of the
 // output so far. A since older than what is kept is allowed: the first
-// Sync or Read reports the bytes missed. The caller must Close it.
+// Read reports the bytes missed. The caller must Close it.
 func (t *Terminal) Attach(since uint64) (*Cursor, error) {
 	c := &Cursor{t: t, wake: make(chan struct{}, 1)}
 	t.mu.Lock()
@@ -40,16 +40,8 @@ func (c *Cursor) Close() {
 	delete(c.t.subs, c)
 }
 
-// Sync moves c past the bytes the ring no longer holds, if it is behind
-// them, and returns its offset (that of the next byte Read returns) and
-// how many bytes it skipped.
-func (c *Cursor) Sync() (offset, missed uint64) {
-	c.t.mu.Lock()
-	defer c.t.mu.Unlock()
-	missed = c.syncLocked()
-	return c.next, missed
-}
-
+// syncLocked moves c past the bytes the ring no longer holds, if it is
+// behind them, and returns how many bytes it skipped. c.t.mu must be held.
 func (c *Cursor) syncLocked() (missed uint64) {
 	if oldest := c.t.ring.oldest(); c.next < oldest {
 		missed, c.next = oldest-c.next, oldest
@@ -61,17 +53,25 @@ func (c *Cursor) syncLocked() (missed uint64) {
 // one c returned, as many as fit. It also returns how many bytes were
 // evicted before c could read them (they come before the ones copied),
 // and whether the terminal has ended and every byte it wrote has been
-// returned or missed.
+// returned or missed. A Read that returns or reports bytes counts as a
+// use of the terminal (Spec.OnActivity).
 func (c *Cursor) Read(dst []byte) (n int, missed uint64, ended bool) {
 	c.t.mu.Lock()
-	defer c.t.mu.Unlock()
 	missed = c.syncLocked()
 	n = c.t.ring.readAt(dst, c.next)
 	c.next += uint64(n)
-	return n, missed, c.t.status != StatusRunning && c.next >= c.t.ring.end
+	ended = c.t.status != StatusRunning && c.next >= c.t.ring.end
+	c.t.mu.Unlock()
+	if n > 0 || missed > 0 {
+		c.t.used()
+	}
+	return n, missed, ended
 }
 
-// Offset returns the offset of the next byte Read returns.
+// Offset returns where c is: the offset of the next byte Read returns,
+// or, if the ring has evicted that byte, of the first byte the next Read
+// reports missed. Offset plus the bytes every later Read reports missed
+// or returns is always the offset of the byte that follows them.
 func (c *Cursor) Offset() uint64 {
 	c.t.mu.Lock()
 	defer c.t.mu.Unlock()

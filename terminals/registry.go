@@ -105,6 +105,12 @@ type Spec struct {
 	User       *executor.User
 	OnStart    func(*executor.Process)
 	Cols, Rows uint16 // initial size; zero means 80 and 24
+	// OnActivity, if not nil, is called each time a client uses the
+	// terminal: input written, a resize, a signal, output read through a
+	// cursor. A session's terminal gets the session's Toucher, so that a
+	// terminal in use keeps its session from expiring. It is called with
+	// no lock of the terminal held, and must not block.
+	OnActivity func()
 }
 
 // Registry holds the terminals. Close kills those still running and
@@ -162,6 +168,7 @@ func (r *Registry) Start(s Spec) (*Terminal, error) {
 		status:    StatusRunning,
 		cols:      c.Cols,
 		rows:      c.Rows,
+		activity:  s.OnActivity,
 	}
 	if t.Command == "" {
 		t.Command = c.Args[0]

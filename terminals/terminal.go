@@ -42,10 +42,11 @@ type Terminal struct {
 	Command   string // the command, or the login shell's path
 	StartedAt time.Time
 
-	exec   *executor.Process
-	master *os.File      // closed by finish; input, resize and signals go through it
-	read   chan struct{} // closed by pump when it has read the master to its end
-	done   chan struct{} // closed by finish, once the exit is recorded and every byte stored
+	exec     *executor.Process
+	activity func()        // Spec.OnActivity; nil: nothing to tell
+	master   *os.File      // closed by finish; input, resize and signals go through it
+	read     chan struct{} // closed by pump when it has read the master to its end
+	done     chan struct{} // closed by finish, once the exit is recorded and every byte stored
 
 	// in serializes input: a writer holds its one slot while it writes,
 	// so the input of concurrent clients is applied one write at a time,
@@ -204,6 +205,9 @@ func (t *Terminal) Write(ctx context.Context, p []byte) (int, error) {
 		close(fired)
 	})
 	n, err := t.master.Write(p)
+	if n > 0 {
+		t.used()
+	}
 	if !stop() {
 		<-fired
 		_ = t.master.SetWriteDeadline(time.Time{})
@@ -219,6 +223,14 @@ func (t *Terminal) Write(ctx context.Context, p []byte) (int, error) {
 	return n, err
 }
 
+// used tells t's Spec.OnActivity, if any, that a client used t. No lock
+// of t may be held.
+func (t *Terminal) used() {
+	if t.activity != nil {
+		t.activity()
+	}
+}
+
 // notRunning returns an error wrapping ErrNotRunning that names t's
 // status.
 func (t *Terminal) notRunning() error {
@@ -229,7 +241,12 @@ func (t *Terminal) notRunning() error {
 
 // Resize sets the terminal's size; the program gets SIGWINCH. Each of
 // cols and rows must be positive.
-func (t *Terminal) Resize(cols, rows uint16) error {
+func (t *Terminal) Resize(cols, rows uint16) (err error) {
+	defer func() { // after the unlock below
+		if err == nil {
+			t.used()
+		}
+	}()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed || t.status != StatusRunning {
@@ -245,7 +262,12 @@ func (t *Terminal) Resize(cols, rows uint16) error {
 // Signal sends sig to the terminal's foreground process group, as typing
 // the key that sends it would: the job running in an interactive shell,
 // or the shell itself at its prompt.
-func (t *Terminal) Signal(sig syscall.Signal) error {
+func (t *Terminal) Signal(sig syscall.Signal) (err error) {
+	defer func() { // after the unlock below
+		if err == nil {
+			t.used()
+		}
+	}()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed || t.status != StatusRunning {

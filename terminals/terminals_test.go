@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -148,6 +149,32 @@ func TestResize(t *testing.T) {
 	assert.ErrorIs(t, r.Resize("nope", 1, 1), ErrNotFound)
 }
 
+// Every use of a terminal by a client (input, a resize, a signal, output
+// read) is reported to Spec.OnActivity, and nothing else is: a terminal
+// that only writes, with no client reading, is not in use.
+func TestOnActivity(t *testing.T) {
+	r := newTestRegistry(t, Options{})
+	var uses atomic.Int64
+	term := start(t, r, Spec{Cmd: "read x; echo got-$x; read y", OnActivity: func() { uses.Add(1) }})
+	assert.Zero(t, uses.Load(), "starting is no use")
+	typeIn(t, term, "a\n")
+	assert.Equal(t, int64(1), uses.Load(), "input")
+	require.NoError(t, term.Resize(90, 20))
+	assert.Equal(t, int64(2), uses.Load(), "a resize")
+	require.NoError(t, term.Signal(syscall.SIGWINCH))
+	assert.Equal(t, int64(3), uses.Load(), "a signal")
+	rd := attach(t, term, 0)
+	rd.waitFor(t, "got-a")
+	assert.Greater(t, uses.Load(), int64(3), "output read")
+	rd.c.Close()
+	before := uses.Load()
+	require.NoError(t, term.Signal(syscall.SIGKILL))
+	waitDone(t, term)
+	assert.Equal(t, before+1, uses.Load(), "only the signal: output no client reads is no use")
+	assert.ErrorIs(t, term.Resize(90, 20), ErrNotRunning)
+	assert.Equal(t, before+1, uses.Load(), "a refused resize is no use")
+}
+
 // Ctrl-C typed into the terminal interrupts the foreground job, and so
 // does Signal, which an interactive shell survives.
 func TestInterrupt(t *testing.T) {
@@ -190,55 +217,6 @@ func childrenOf(pid int) string {
 		names = append(names, comm(pid))
 	}
 	return strings.Join(names, " ")
-}
-
-// A cursor resumes at any offset kept: concatenating what it reads before
-// and after is the stream once, with no byte lost or repeated.
-func TestResume(t *testing.T) {
-	r := newTestRegistry(t, Options{})
-	term := start(t, r, Spec{Cmd: "seq 1 20000"})
-	rd := attach(t, term, 0)
-	rd.until(func(out string) bool { return len(out) > 10000 })
-	cut := rd.c.Offset()
-	first := string(rd.out)
-	rd.c.Close()
-
-	rest := attach(t, term, cut).toEnd(t)
-	assert.Equal(t, seqOutput(20000), first+rest)
-	assert.Equal(t, seqOutput(20000), attach(t, term, FromOldest).toEnd(t), "everything is still kept")
-	_, err := term.Attach(uint64(len(first+rest)) + 1)
-	assert.ErrorIs(t, err, ErrOffset)
-}
-
-// seqOutput is what seq 1 n prints on a terminal, which turns "\n" into
-// "\r\n".
-func seqOutput(n int) string {
-	var b strings.Builder
-	for i := 1; i <= n; i++ {
-		b.WriteString(strconv.Itoa(i))
-		b.WriteString("\r\n")
-	}
-	return b.String()
-}
-
-// A cursor that never reads holds up neither the terminal nor another
-// cursor; when it reads at last it is told how many bytes it missed, then
-// gets the rest.
-func TestStalledCursor(t *testing.T) {
-	r := newTestRegistry(t, Options{RingBytes: 8 << 10})
-	term := start(t, r, Spec{Cmd: "read x; seq 1 100000"})
-	stalled := attach(t, term, 0)
-	live := attach(t, term, 0)
-	typeIn(t, term, "\n")
-	waitDone(t, term) // the terminal ran to its end though one cursor never read
-	live.toEnd(t)
-	assert.True(t, strings.HasSuffix(string(live.out), "99999\r\n100000\r\n"))
-
-	out := stalled.toEnd(t)
-	want := seqOutput(100000)
-	assert.Equal(t, uint64(len(want)+2-len(out)), stalled.missed, "missed counts every byte not returned (the echoed newline included)")
-	assert.True(t, strings.HasSuffix(want, out), "after the gap, the end of the stream, intact")
-	assert.LessOrEqual(t, len(out), 8<<10)
 }
 
 // The session of a killed terminal is gone, every process of it: the

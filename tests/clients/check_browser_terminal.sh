@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# Headless Chromium (Debian's) opens examples/terminal.html, which attaches to
-# a terminal with xterm.js and the token as a WebSocket subprotocol; a command
-# is typed into the page and its output read from the screen
-# (browser_terminal.mjs). The screenshot is kept, git-ignored, in
-# tests/clients/artifacts/.
+# Headless Chromium (Debian's) opens examples/terminal.html from file://, as a
+# user would after `npm ci` in examples/ (xterm.js from its node_modules, no
+# CDN): it attaches to a terminal with xterm.js and the token as a WebSocket
+# subprotocol, a command is typed into the page and its output read from the
+# screen; then, through a relay that drops it while the ring evicts, it
+# resumes with every kept byte once; a wrong secret and a missing xterm.js
+# are said on its status line (browser_terminal.mjs). The screenshot is
+# kept, git-ignored, in tests/clients/artifacts/.
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"
 : "${CHROMIUM:?}"

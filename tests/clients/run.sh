@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Real clients against the agent: curl -N, Python requests, Node.js fetch and
-# the npm eventsource package (with an automatic reconnect), the ws package and
-# Python's websocket-client on a terminal, and headless Chromium running
-# examples/terminal.html, as a user would run them. Usage:
+# the npm eventsource package (with an automatic reconnect), the ws package,
+# Node's own WebSocket (docs/API.md's example) and Python's websocket-client
+# on a terminal, and headless Chromium running examples/terminal.html, as a
+# user would run them. Usage:
 # tests/clients/run.sh BIN (make test-clients does this).
 #
 # On a fresh Debian machine it installs what is missing (as root, with
@@ -80,7 +81,7 @@ PYDEB=/usr/bin/python3
 export PYDEB
 
 # npm ci here (the checks' packages) and in examples/ (the examples' own,
-# as their README step says).
+# xterm.js for terminal.html among them, as their README step says).
 npm_log=$(mktemp)
 for dir in "$CLIENTS_DIR" "$EXAMPLES_DIR"; do
   (cd "$dir" && timeout 300 npm ci --no-audit --no-fund >"$npm_log" 2>&1) ||
@@ -139,9 +140,9 @@ checks=(
   "Node fetch + reader (document's code, examples/logs_fetch.mjs):check_node_fetch.sh"
   "Node eventsource reconnect with Last-Event-ID (examples/logs_eventsource.mjs):check_node_eventsource.sh"
   "examples/curl.sh:check_example_curl.sh"
-  "Node ws on /terminal_ws (token as a subprotocol):check_node_terminal.sh"
+  "Node ws on /terminal_ws (token as a subprotocol); docs/API.md's terminal example resuming after eviction:check_node_terminal.sh"
   "Python websocket-client on /terminal_ws:check_python_terminal.sh"
-  "headless Chromium, examples/terminal.html on xterm.js:check_browser_terminal.sh"
+  "headless Chromium, examples/terminal.html on xterm.js (typing, a resume after eviction, errors said):check_browser_terminal.sh"
   "Python requests driving a session (examples/session.py):check_python_session.sh"
   "README's curl examples for sessions (examples/session.sh):check_session_curl.sh"
   "curl -T/-F/-r/-z, wget -c, Python requests, tar on /files:check_files.sh"

@@ -1,7 +1,12 @@
 """Python's websocket-client (Debian python3-websocket) against /terminal_ws,
-with the token in the Authorization header: echo, resize, Ctrl-C, and a
-resume after a connection dropped mid-output that gets every byte exactly
-once. Prints one summary line. Run by check_python_terminal.sh."""
+with the token in the Authorization header: echo, resize, Ctrl-C, a resume
+after a connection dropped mid-output that gets every byte exactly once, the
+client's default of offering no subprotocol (accepted), a refused upgrade
+that says why in the status line the client shows, and resumes after the
+ring has evicted what the client missed, with the documented arithmetic
+(attached offset + missed + bytes received). Prints one summary line. Run by
+check_python_terminal.sh."""
+import base64
 import json
 import os
 import re
@@ -31,13 +36,13 @@ def start_terminal(body):
 class Term:
     """One WebSocket to a terminal, and what it said."""
 
-    def __init__(self, tid, since=None):
+    def __init__(self, tid, since=None, subprotocols=("sandbox-executor",)):
         url = BASE.replace("http", "ws", 1) + "/terminal_ws?id=" + tid
         if since is not None:
             url += "&since=%d" % since
         self.ws = websocket.create_connection(
             url, header=["Authorization: Bearer " + SECRET],
-            subprotocols=["sandbox-executor"], timeout=10)
+            subprotocols=list(subprotocols) or None, timeout=10)
         self.out = b""
         self.attached = None
         self.missed = 0
@@ -72,6 +77,20 @@ class Term:
 
     def contains(self, s):
         return s.encode() in self.out
+
+    def next(self):
+        """The offset to resume at: attached + missed + bytes received."""
+        return self.attached + self.missed + len(self.out)
+
+
+def wait_ended(tid):
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        r = requests.get(BASE + "/list_terminals", headers=AUTH, timeout=10)
+        if any(t["id"] == tid and t["status"] != "running" for t in r.json()["terminals"]):
+            return
+        time.sleep(0.05)
+    fail("terminal %s did not end" % tid)
 
 
 # 1. The login shell: echo, resize, Ctrl-C.
@@ -114,5 +133,59 @@ if b.attached != since or b.missed:
     fail("resumed at %s with %d missed, asked %d" % (b.attached, b.missed, since))
 if got != want:
     fail("after the resume: %d bytes, want %d (lost or repeated bytes)" % (len(got), len(want)))
-print("websocket-client %s: 42, stty size 33 99, Ctrl-C ended sleep 100 in %.0f ms, resume at byte %d of %d: "
-      "every byte once (python %s)" % (websocket.__version__, interrupt_ms, since, len(want), sys.version.split()[0]))
+
+# 3. The client's default: no subprotocol, the token in the header.
+c = Term(start_terminal({"cmd": "read x; echo got-$x"}), subprotocols=())
+c.read_until(lambda c: c.attached is not None, "attached")
+if c.ws.getsubprotocol() is not None:
+    fail("with no subprotocol offered, the agent selected %r" % c.ws.getsubprotocol())
+c.type("plain\n")
+c.read_until(lambda c: c.exit is not None and c.closed is not None, "exit")
+if not c.contains("got-plain\r\n"):
+    fail("no echo without a subprotocol: %r" % c.out)
+
+# 4. A refused upgrade says why where this client looks: its exception
+# shows the status line (this version does not show the body).
+token = "bearer." + base64.urlsafe_b64encode(SECRET.encode()).decode().rstrip("=")
+try:
+    websocket.create_connection(BASE.replace("http", "ws", 1) + "/terminal_ws?id=" + sid,
+                                subprotocols=[token], timeout=10)
+    fail("an upgrade offering only bearer.* was accepted")
+except websocket.WebSocketBadStatusException as e:
+    refused = str(e)
+    if e.status_code != 400 or "sandbox-executor" not in refused:
+        fail("refused with %d %r: it does not name sandbox-executor" % (e.status_code, refused))
+
+# 5. Resumes after eviction: a reads part one whole and drops; part two,
+# twice the 1 MiB ring and more, is written while no client reads; each
+# resume uses attached + missed + bytes received.
+n = 300000
+eid = start_terminal({"cmd": "read x; seq 1 20000; read y; seq 20001 %d" % n})
+want = (b"\r\n" + b"".join(b"%d\r\n" % i for i in range(1, 20001)) +
+        b"\r\n" + b"".join(b"%d\r\n" % i for i in range(20001, n + 1)))
+a = Term(eid)
+a.read_until(lambda a: a.attached is not None, "attached")
+a.type("\n")
+a.read_until(lambda a: a.out.endswith(b"\n20000\r\n"), "part one")
+a.ws.sock.close()
+typer = Term(eid, subprotocols=())
+typer.type("\n")
+typer.ws.close()
+wait_ended(eid)
+b = Term(eid, a.next())
+b.read_until(lambda b: len(b.out) > 32 * 1024, "32 KiB after the resume")
+b.ws.sock.close()
+ring = 1 << 20
+if b.attached != a.next() or b.missed != len(want) - ring - a.next():
+    fail("resumed at %s with %d missed; asked %d, and %d were evicted from there"
+         % (b.attached, b.missed, a.next(), len(want) - ring - a.next()))
+c2 = Term(eid, b.next())
+c2.read_until(lambda c: c.exit is not None and c.closed is not None, "the end of seq", timeout=20)
+if c2.attached != b.next() or c2.missed or c2.next() != len(want):
+    fail("second resume at %s with %d missed, ending at %d of %d" % (c2.attached, c2.missed, c2.next(), len(want)))
+if a.out != want[:len(a.out)] or b.out + c2.out != want[-ring:]:
+    fail("after the resumes: lost or repeated bytes")
+
+print("websocket-client %s: 42, stty size 33 99, Ctrl-C ended sleep 100 in %.0f ms, resume at byte %d: "
+      "every byte once; no subprotocol accepted; refused: %s; after eviction: %d missed, then every kept byte once "
+      "(python %s)" % (websocket.__version__, interrupt_ms, since, refused, b.missed, sys.version.split()[0]))
