@@ -21,9 +21,11 @@ import (
 // words ("no such file or directory", "file exists", "not empty"). Only a
 // malformed request is a 400.
 
-// pathRequest is the body of the operations that take only a path.
+// pathRequest is the body of the operations that take only a path (and
+// who they act for).
 type pathRequest struct {
 	Path string `json:"path"`
+	ownerFields
 }
 
 func requirePath(path string) error {
@@ -84,6 +86,7 @@ func (s *Server) handleFileWrite(w http.ResponseWriter, r *http.Request) error {
 		Path     string `json:"path"`
 		Content  string `json:"content"`
 		IsBase64 bool   `json:"is_base64"`
+		ownerFields
 	}
 	req, err := decode[request](w, r, s.cfg.MaxBody)
 	if err != nil {
@@ -98,7 +101,11 @@ func (s *Server) handleFileWrite(w http.ResponseWriter, r *http.Request) error {
 			return errorf(http.StatusBadRequest, "invalid base64 content: %v", err)
 		}
 	}
-	replyDone(w, files.Write(r.Context(), req.Path, data))
+	o, err := s.owner(req.ownerFields)
+	if err != nil {
+		return err
+	}
+	replyDone(w, files.Write(r.Context(), req.Path, data, o))
 	return nil
 }
 
@@ -115,6 +122,7 @@ func (s *Server) handleFileRead(w http.ResponseWriter, r *http.Request) error {
 	type request struct {
 		Path     string `json:"path"`
 		IsBase64 bool   `json:"is_base64"`
+		ownerFields
 	}
 	req, err := decode[request](w, r, s.cfg.MaxBody)
 	if err != nil {
@@ -123,7 +131,11 @@ func (s *Server) handleFileRead(w http.ResponseWriter, r *http.Request) error {
 	if err := requirePath(req.Path); err != nil {
 		return err
 	}
-	c, err := files.Scan(r.Context(), req.Path)
+	o, err := s.owner(req.ownerFields)
+	if err != nil {
+		return err
+	}
+	c, err := files.Scan(r.Context(), req.Path, o)
 	if errors.Is(err, files.ErrTooLarge) {
 		// A refusal, not a fault: 200 like the others, with the way out.
 		err = fmt.Errorf("%w; download it with GET /files?path=%s", err,
@@ -193,7 +205,11 @@ func (s *Server) handleFileDelete(w http.ResponseWriter, r *http.Request) error 
 	if err := requirePath(req.Path); err != nil {
 		return err
 	}
-	replyDone(w, files.Delete(req.Path))
+	o, err := s.owner(req.ownerFields)
+	if err != nil {
+		return err
+	}
+	replyDone(w, files.Delete(req.Path, o))
 	return nil
 }
 
@@ -207,7 +223,11 @@ func (s *Server) handleFileStat(w http.ResponseWriter, r *http.Request) error {
 	if err := requirePath(req.Path); err != nil {
 		return err
 	}
-	e, err := files.Stat(req.Path)
+	o, err := s.owner(req.ownerFields)
+	if err != nil {
+		return err
+	}
+	e, err := files.Stat(req.Path, o)
 	if err != nil {
 		replyFailed(w, err)
 		return nil
@@ -223,6 +243,7 @@ func (s *Server) handleDirMake(w http.ResponseWriter, r *http.Request) error {
 	type request struct {
 		Path      string `json:"path"`
 		Recursive bool   `json:"recursive"` // ignored; declared so a non-boolean is a 400
+		ownerFields
 	}
 	req, err := decode[request](w, r, s.cfg.MaxBody)
 	if err != nil {
@@ -231,7 +252,11 @@ func (s *Server) handleDirMake(w http.ResponseWriter, r *http.Request) error {
 	if err := requirePath(req.Path); err != nil {
 		return err
 	}
-	replyDone(w, files.MakeDir(req.Path))
+	o, err := s.owner(req.ownerFields)
+	if err != nil {
+		return err
+	}
+	replyDone(w, files.MakeDir(req.Path, o))
 	return nil
 }
 
@@ -247,7 +272,11 @@ func (s *Server) handleDirDelete(w http.ResponseWriter, r *http.Request) error {
 	if err := requirePath(req.Path); err != nil {
 		return err
 	}
-	err = files.DeleteDir(r.Context(), req.Path)
+	o, err := s.owner(req.ownerFields)
+	if err != nil {
+		return err
+	}
+	err = files.DeleteDir(r.Context(), req.Path, o)
 	if errors.Is(err, files.ErrInvalidPath) {
 		return errorf(http.StatusBadRequest, "%v", err)
 	}
@@ -262,6 +291,7 @@ func (s *Server) handleDirList(w http.ResponseWriter, r *http.Request) error {
 	type request struct {
 		Path     string `json:"path"`
 		Detailed bool   `json:"detailed"`
+		ownerFields
 	}
 	req, err := decode[request](w, r, s.cfg.MaxBody)
 	if err != nil {
@@ -270,7 +300,11 @@ func (s *Server) handleDirList(w http.ResponseWriter, r *http.Request) error {
 	if err := requirePath(req.Path); err != nil {
 		return err
 	}
-	entries, err := files.List(r.Context(), req.Path)
+	o, err := s.owner(req.ownerFields)
+	if err != nil {
+		return err
+	}
+	entries, err := files.List(r.Context(), req.Path, o)
 	if err != nil {
 		replyFailed(w, err)
 		return nil

@@ -47,7 +47,11 @@ func (s *Server) handleFilesGet(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	f, fi, err := files.Open(path)
+	o, err := s.queryOwner(r)
+	if err != nil {
+		return err
+	}
+	f, fi, err := files.Open(path, o)
 	if err != nil {
 		return fileError(err)
 	}
