@@ -1,9 +1,11 @@
 package server
 
 import (
+	"fmt"
 	"net/http"
 
 	"github.com/sandbox-executor/sandbox-executor/files"
+	"github.com/sandbox-executor/sandbox-executor/sessions"
 )
 
 // Every file operation, /files and the JSON ones alike, may name who it
@@ -28,6 +30,9 @@ func (s *Server) fileOwner(user, session string) (*files.Owner, error) {
 		return nil, err
 	}
 	if u == nil && session != "" {
+		if s.sessions == nil { // a server built without sessions (a test's)
+			return nil, fmt.Errorf("%w: %s", sessions.ErrNotFound, session)
+		}
 		if u, err = s.sessions.User(session); err != nil {
 			return nil, err
 		}

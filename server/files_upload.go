@@ -98,11 +98,11 @@ func (s *Server) handleFilesPut(w http.ResponseWriter, r *http.Request) error {
 	}
 	body, err := s.newUploadBody(w, r)
 	if err != nil {
-		return err
+		return s.refuseEarly(w, r, err)
 	}
 	if q.extract == "" {
 		if err := s.checkSpace(r, q.path); err != nil {
-			return err
+			return s.refuseEarly(w, r, err)
 		}
 	}
 	reply, created, err := s.put(r, q, body)
@@ -173,10 +173,10 @@ func (s *Server) handleFilesPost(w http.ResponseWriter, r *http.Request) error {
 	}
 	body, err := s.newUploadBody(w, r)
 	if err != nil {
-		return err
+		return s.refuseEarly(w, r, err)
 	}
 	if err := s.checkSpace(r, dir+"/x"); err != nil {
-		return err
+		return s.refuseEarly(w, r, err)
 	}
 	opts := files.WriteOptions{Mode: mode, Owner: o}
 	written, err := s.postForm(r, multipart.NewReader(body, params["boundary"]), dir, opts)
