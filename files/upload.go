@@ -91,7 +91,7 @@ func Stage(ctx context.Context, path string, r io.Reader, opts WriteOptions) (*S
 		return err
 	})
 	if err != nil {
-		_ = asOwner(opts.Owner, func() error { s.walk.removeMade(); return nil })
+		s.Discard() // what open made before it failed: the private directory, the parents
 		return nil, err
 	}
 	mode := opts.Mode.Perm()
@@ -249,13 +249,16 @@ func (s *Staged) Commit() (Written, error) {
 }
 
 // Discard removes the staged file, and the directories made for it.
+// After Commit, or a first Discard, it does nothing.
 func (s *Staged) Discard() {
-	if s.priv == nil {
-		return // committed or discarded already
+	if s.priv == nil && len(s.walk.made) == 0 {
+		return
 	}
 	_ = asOwner(s.owner, func() error {
-		_ = unix.Unlinkat(int(s.priv.Fd()), stagedName, 0)
-		s.removePrivate(false)
+		if s.priv != nil {
+			_ = unix.Unlinkat(int(s.priv.Fd()), stagedName, 0)
+			s.removePrivate(false)
+		}
 		s.walk.removeMade()
 		return nil
 	})
