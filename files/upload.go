@@ -16,13 +16,14 @@ import (
 )
 
 // An upload replaces a file whole: its bytes go to a temporary file in the
-// same directory, which is synced and then renamed over the file. Another
-// process opening the file sees the old content or the new one in full,
-// never a part; one that has it open keeps reading the old one. A
-// failure at any point (the source fails, the disk is full, ctx ends)
-// removes the temporary file and leaves the old one as it was. Only a
+// same directory (in a private directory there, see Staged), which is
+// synced and then renamed over the file. Another process opening the file
+// sees the old content or the new one in full, never a part; one that has
+// it open keeps reading the old one. A failure at any point (the source
+// fails, the disk is full, ctx ends) removes the temporary file and the
+// directories the upload made, and leaves the old file as it was. Only a
 // crash of the agent itself can leave a temporary file behind: it is
-// named ".<name>.upload-<digits>", beside the file.
+// ".<name>.upload-<digits>/data", beside the file.
 
 // WriteOptions are the settings of Stage, WriteAtomic and WriteAt. The
 // zero value is the default.
