@@ -34,9 +34,9 @@ func nobody(t *testing.T) *Owner {
 	return &Owner{UID: uint32(uid), GID: uint32(gid), Groups: []uint32{uint32(gid)}}
 }
 
-// sharedDir returns a new directory of root's, mode 0755, that other
+// reachableDir returns a new directory of root's, mode 0755, that other
 // users may enter (t.TempDir and its parent are 0700).
-func sharedDir(t *testing.T) string {
+func reachableDir(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
 	require.NoError(t, os.Chmod(dir, 0o755))
@@ -62,7 +62,7 @@ func runAs(t *testing.T, o *Owner, name string, args ...string) {
 	require.NoError(t, err, "%s %v: %s", name, args, out)
 }
 
-func ownerOf(t *testing.T, path string) uint32 {
+func lstatUID(t *testing.T, path string) uint32 {
 	t.Helper()
 	fi, err := os.Lstat(path)
 	require.NoError(t, err)
@@ -75,7 +75,7 @@ func ownerOf(t *testing.T, path string) uint32 {
 // with EACCES, and the file is as it was.
 func TestWritesRefusePlantedLink(t *testing.T) {
 	nb := nobody(t)
-	base := sharedDir(t)
+	base := reachableDir(t)
 	secret := filepath.Join(base, "secret")
 	require.NoError(t, os.WriteFile(secret, []byte("root's"), 0o600))
 	rootDir := filepath.Join(base, "rootdir")
@@ -86,7 +86,7 @@ func TestWritesRefusePlantedLink(t *testing.T) {
 	link := filepath.Join(work, "config.json")
 	runAs(t, nb, "ln", "-s", secret, link)
 	runAs(t, nb, "ln", "-s", rootDir, filepath.Join(work, "dir"))
-	require.Equal(t, nb.UID, ownerOf(t, link), "the link is nobody's")
+	require.Equal(t, nb.UID, lstatUID(t, link), "the link is nobody's")
 
 	refused := func(what string, err error) {
 		t.Helper()
@@ -131,7 +131,7 @@ func TestWritesRefusePlantedLink(t *testing.T) {
 // what nobody may not write is refused, links of nobody's own included.
 func TestWritesAsOwner(t *testing.T) {
 	nb := nobody(t)
-	base := sharedDir(t)
+	base := reachableDir(t)
 	work := ownedDir(t, filepath.Join(base, "work"), nb)
 	secret := filepath.Join(base, "secret")
 	require.NoError(t, os.WriteFile(secret, []byte("root's"), 0o600))
@@ -145,7 +145,7 @@ func TestWritesAsOwner(t *testing.T) {
 	require.NoError(t, MakeDir(filepath.Join(work, "m/n"), nb))
 	require.NoError(t, Write(t.Context(), filepath.Join(work, "w"), []byte("x"), nb))
 	for _, p := range []string{"a", "a/b", "a/b/f", "c", "c/g", "m", "m/n", "w"} {
-		assert.Equal(t, nb.UID, ownerOf(t, filepath.Join(work, p)), p)
+		assert.Equal(t, nb.UID, lstatUID(t, filepath.Join(work, p)), p)
 	}
 	entries, err := List(t.Context(), work, nb)
 	require.NoError(t, err)
@@ -157,7 +157,7 @@ func TestWritesAsOwner(t *testing.T) {
 	require.NoError(t, os.WriteFile(mine, []byte("root's"), 0o644))
 	_, err = WriteAtomic(t.Context(), mine, strings.NewReader("x"), opts)
 	require.NoError(t, err)
-	assert.Equal(t, nb.UID, ownerOf(t, mine))
+	assert.Equal(t, nb.UID, lstatUID(t, mine))
 
 	refused := func(what string, err error) {
 		t.Helper()
@@ -192,7 +192,7 @@ func TestFailedUploadRemovesMadeDirs(t *testing.T) {
 		kept := filepath.Join(t.TempDir(), "kept")
 		require.NoError(t, os.Mkdir(kept, 0o755))
 		if o != nil {
-			kept = filepath.Join(sharedDir(t), strconv.Itoa(i))
+			kept = filepath.Join(reachableDir(t), strconv.Itoa(i))
 			ownedDir(t, kept, o)
 		}
 		_, err := WriteAtomic(t.Context(), filepath.Join(kept, "x/y/f"), &errAfter{n: 1 << 20, err: cut}, WriteOptions{Owner: o})

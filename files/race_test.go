@@ -64,7 +64,7 @@ func spin(i int) {
 // or is refused.
 func TestUploadRaceSwap(t *testing.T) {
 	nb := nobody(t)
-	base := sharedDir(t)
+	base := reachableDir(t)
 	target := filepath.Join(base, "target")
 	require.NoError(t, os.Mkdir(target, 0o755))
 	work := ownedDir(t, filepath.Join(base, "work"), nb)
