@@ -1,6 +1,8 @@
 package files
 
 import (
+	"context"
+	"io"
 	"io/fs"
 	"os"
 	"syscall"
@@ -38,4 +40,13 @@ func open(path string) (*os.File, fs.FileInfo, error) {
 		return nil, nil, refusal("read", path, fi.Mode())
 	}
 	return f, fi, nil
+}
+
+// WriteArchiveAs is WriteArchive with the tree read as o (nil: the agent):
+// the kernel checks o's rights on every directory and file of it, so an
+// entry o may not read cuts the archive as any unreadable entry does.
+// WriteArchive reads and writes in the calling goroutine only, so running
+// it whole on o's thread (see asOwner) covers every open it makes.
+func WriteArchiveAs(ctx context.Context, w io.Writer, dir string, opts ArchiveOptions, o *Owner) error {
+	return asOwner(o, func() error { return WriteArchive(ctx, w, dir, opts) })
 }

@@ -175,3 +175,25 @@ func TestFilesRefusedBodySentFirst(t *testing.T) {
 	assert.ErrorIs(t, err, io.EOF, "closed cleanly, not reset")
 	assert.NoFileExists(t, p)
 }
+
+// An archive downloaded as a user is read with that user's rights: a file
+// only root may read cuts it rather than going into it.
+func TestFilesArchiveAsUser(t *testing.T) {
+	work, _ := nobodyDir(t)
+	ts, _ := newTestServer(t)
+	require.NoError(t, os.WriteFile(filepath.Join(work, "mine"), []byte("nobody's"), 0o644))
+	require.NoError(t, os.Chown(filepath.Join(work, "mine"), nobodyUID, nobodyUID))
+	require.NoError(t, os.WriteFile(filepath.Join(work, "secret"), []byte("TOPSECRET"), 0o600))
+
+	get := func(q ...string) ([]byte, error) {
+		resp := fileReq(t, ts, "GET", filesURL(work, append([]string{"format", "tar"}, q...)...), nil)
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		return io.ReadAll(resp.Body)
+	}
+	b, err := get()
+	require.NoError(t, err)
+	assert.Contains(t, string(b), "TOPSECRET", "as root, the whole tree")
+	b, err = get("user", "nobody")
+	assert.Error(t, err, "cut where nobody may not read")
+	assert.NotContains(t, string(b), "TOPSECRET")
+}
