@@ -197,3 +197,36 @@ func TestFilesArchiveAsUser(t *testing.T) {
 	assert.Error(t, err, "cut where nobody may not read")
 	assert.NotContains(t, string(b), "TOPSECRET")
 }
+
+// An upload cut short leaves none of the folders it created, whether a
+// PUT or a form.
+func TestFilesCutUploadRemovesMadeDirs(t *testing.T) {
+	ts, _ := newFilesTestServer(t, Config{}, nil)
+	dir := t.TempDir()
+	for _, tt := range []struct{ method, target, ctype string }{
+		{"PUT", filesURL(filepath.Join(dir, "new/sub/f")), ""},
+		{"POST", filesURL(filepath.Join(dir, "form/sub")), "multipart/form-data; boundary=b"},
+	} {
+		c, _ := dialFiles(t, ts)
+		hdr := []string{"Content-Length", "10000000"}
+		if tt.ctype != "" {
+			hdr = append(hdr, "Content-Type", tt.ctype)
+		}
+		writeHead(t, c, tt.method, tt.target, hdr...)
+		body := make([]byte, 1<<20)
+		if tt.ctype != "" {
+			body = append([]byte("--b\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a\"\r\n\r\n"), body...)
+		}
+		_, err := c.Write(body)
+		require.NoError(t, err)
+		require.Eventually(t, func() bool {
+			entries, _ := os.ReadDir(dir)
+			return len(entries) == 1
+		}, 10*time.Second, 5*time.Millisecond, "%s: the upload is under way", tt.method)
+		require.NoError(t, c.Close())
+		require.Eventually(t, func() bool {
+			entries, _ := os.ReadDir(dir)
+			return len(entries) == 0
+		}, 10*time.Second, 5*time.Millisecond, "%s: the folders it made are gone", tt.method)
+	}
+}
