@@ -15,6 +15,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Entry describes one file or directory.
@@ -26,39 +28,82 @@ type Entry struct {
 	Mode    fs.FileMode // of the link's target, for a symbolic link that resolves
 }
 
-// Delete removes the file or symbolic link at path. It never removes a
-// directory, not even an empty one: that gives "remove <path>: is a
-// directory".
-func Delete(path string) error {
-	// unlink(2) rather than os.Remove, which falls back to rmdir(2) and
-	// would remove an empty directory. A single system call also leaves
-	// no gap between checking the type and removing.
-	err := ignoringEINTR(func() error { return syscall.Unlink(path) })
-	if err == nil {
-		return nil
-	}
-	// Linux reports EISDIR for a directory; POSIX allows EPERM.
-	if errors.Is(err, syscall.EPERM) {
-		if fi, lerr := os.Lstat(path); lerr == nil && fi.IsDir() {
+// Delete removes the file or symbolic link at path, as o (nil: the
+// agent). It never removes a directory, not even an empty one: that gives
+// "remove <path>: is a directory". The directories on the way are
+// resolved as Stage resolves them; a link at the end is removed, not
+// followed.
+func Delete(path string, o *Owner) error {
+	return asOwner(o, func() error {
+		dir, name, err := newWalker(o, false).resolve(path, "remove", false)
+		if err != nil {
+			return asRemove(path, err)
+		}
+		defer dir.Close()
+		// unlinkat(2) without AT_REMOVEDIR: it never removes a
+		// directory, and a single system call leaves no gap between
+		// checking the type and removing.
+		err = ignoringEINTR(func() error { return unix.Unlinkat(int(dir.Fd()), name, 0) })
+		if err == nil {
+			return nil
+		}
+		// Linux reports EISDIR for a directory; POSIX allows EPERM.
+		var st unix.Stat_t
+		if errors.Is(err, syscall.EPERM) && unix.Fstatat(int(dir.Fd()), name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil &&
+			st.Mode&unix.S_IFMT == unix.S_IFDIR {
 			err = syscall.EISDIR
 		}
-	}
-	return &fs.PathError{Op: "remove", Path: path, Err: err}
+		if name == "." {
+			err = syscall.EISDIR
+		}
+		return &fs.PathError{Op: "remove", Path: path, Err: err}
+	})
 }
 
 // MakeDir creates the directory at path and any missing parents, with mode
-// 0755, like mkdir -p. An existing directory is success; an existing file
-// in the way is an error.
-func MakeDir(path string) error {
-	return os.MkdirAll(path, 0o755)
+// 0755, like mkdir -p, as o (nil: the agent): what it makes is o's. An
+// existing directory is success; an existing file in the way is an
+// error. Links on the way are followed as Stage follows them.
+func MakeDir(path string, o *Owner) error {
+	return asOwner(o, func() error {
+		dir, name, err := newWalker(o, true).resolve(path, "mkdir", true)
+		if err != nil {
+			return err
+		}
+		defer dir.Close()
+		err = ignoringEINTR(func() error { return unix.Mkdirat(int(dir.Fd()), name, 0o755) })
+		if err == nil || name == "." {
+			return nil
+		}
+		var st unix.Stat_t
+		if errors.Is(err, syscall.EEXIST) {
+			if serr := unix.Fstatat(int(dir.Fd()), name, &st, unix.AT_SYMLINK_NOFOLLOW); serr == nil &&
+				st.Mode&unix.S_IFMT == unix.S_IFDIR {
+				return nil
+			}
+			err = syscall.ENOTDIR
+		}
+		return &fs.PathError{Op: "mkdir", Path: path, Err: err}
+	})
 }
 
-// List returns the entries of the directory at path, sorted by name.
+// List returns the entries of the directory at path, sorted by name, as
+// o sees them (nil: the agent).
 // Symbolic links are described by their targets, as Stat does. An entry
 // removed while the list is made is left out; one that cannot be
 // inspected is listed with its name and type only. It stops with ctx's
 // error between entries once ctx is done.
-func List(ctx context.Context, path string) ([]Entry, error) {
+func List(ctx context.Context, path string, o *Owner) ([]Entry, error) {
+	var entries []Entry
+	err := asOwner(o, func() error {
+		var err error
+		entries, err = list(ctx, path)
+		return err
+	})
+	return entries, err
+}
+
+func list(ctx context.Context, path string) ([]Entry, error) {
 	// O_DIRECTORY: the kernel refuses anything else before opening it, so
 	// a named pipe cannot block the open and a device is never opened.
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
@@ -109,10 +154,15 @@ func describe(dir string, de fs.DirEntry) (Entry, bool) {
 	return entry(de.Name(), fi), true
 }
 
-// Stat describes the file or directory at path, following symbolic links.
-// Its Name is filepath.Base(path).
-func Stat(path string) (Entry, error) {
-	fi, err := os.Stat(path)
+// Stat describes the file or directory at path, following symbolic links,
+// as o sees it (nil: the agent). Its Name is filepath.Base(path).
+func Stat(path string, o *Owner) (Entry, error) {
+	var fi fs.FileInfo
+	err := asOwner(o, func() error {
+		var err error
+		fi, err = os.Stat(path)
+		return err
+	})
 	if err != nil {
 		return Entry{}, err
 	}

@@ -58,7 +58,7 @@ func TestWrite(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			p := filepath.Join(dir, tt.path)
-			err := Write(t.Context(), p, []byte(tt.data))
+			err := Write(t.Context(), p, []byte(tt.data), nil)
 			if tt.wantErr != "" {
 				require.Error(t, err)
 				assert.Equal(t, tt.wantErr, err.Error())
@@ -167,7 +167,7 @@ func TestDelete(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			p := filepath.Join(dir, tt.path)
-			err := Delete(p)
+			err := Delete(p, nil)
 			if tt.wantErr != nil {
 				var pe *fs.PathError
 				require.ErrorAs(t, err, &pe)
@@ -203,7 +203,7 @@ func TestMakeDir(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			p := filepath.Join(dir, tt.path)
-			err := MakeDir(p)
+			err := MakeDir(p, nil)
 			if tt.wantErr != "" {
 				require.Error(t, err)
 				assert.Equal(t, tt.wantErr, err.Error())
@@ -238,7 +238,7 @@ func TestDeleteDir(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := DeleteDir(t.Context(), filepath.Join(dir, tt.path))
+			err := DeleteDir(t.Context(), filepath.Join(dir, tt.path), nil)
 			if tt.wantErr != "" {
 				require.Error(t, err)
 				assert.Equal(t, tt.wantErr, err.Error())
@@ -260,7 +260,7 @@ func TestList(t *testing.T) {
 	dir := tree(t)
 	start := time.Now()
 
-	entries, err := List(t.Context(), dir)
+	entries, err := List(t.Context(), dir, nil)
 	require.NoError(t, err)
 	names := make([]string, 0, len(entries))
 	byName := map[string]Entry{}
@@ -281,18 +281,18 @@ func TestList(t *testing.T) {
 	assert.NotZero(t, byName["lx"].Mode&fs.ModeSymlink, "a dangling link lists as itself")
 
 	t.Run("empty directory", func(t *testing.T) {
-		entries, err := List(t.Context(), filepath.Join(dir, "e"))
+		entries, err := List(t.Context(), filepath.Join(dir, "e"), nil)
 		require.NoError(t, err)
 		assert.NotNil(t, entries)
 		assert.Empty(t, entries)
 	})
 	t.Run("missing", func(t *testing.T) {
-		_, err := List(t.Context(), filepath.Join(dir, "nope"))
+		_, err := List(t.Context(), filepath.Join(dir, "nope"), nil)
 		require.Error(t, err)
 		assert.Equal(t, "open "+filepath.Join(dir, "nope")+": no such file or directory", err.Error())
 	})
 	t.Run("a file", func(t *testing.T) {
-		_, err := List(t.Context(), filepath.Join(dir, "f"))
+		_, err := List(t.Context(), filepath.Join(dir, "f"), nil)
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), "not a directory")
 	})
@@ -314,7 +314,7 @@ func TestStat(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := Stat(filepath.Join(dir, tt.path))
+			got, err := Stat(filepath.Join(dir, tt.path), nil)
 			if tt.wantErr != nil {
 				require.ErrorIs(t, err, tt.wantErr)
 				assert.Equal(t, "stat "+filepath.Join(dir, tt.path)+": no such file or directory", err.Error())
@@ -328,7 +328,7 @@ func TestStat(t *testing.T) {
 	}
 	t.Run("directory and link to one", func(t *testing.T) {
 		for _, name := range []string{"d", "ld"} {
-			got, err := Stat(filepath.Join(dir, name) + "/")
+			got, err := Stat(filepath.Join(dir, name)+"/", nil)
 			require.NoError(t, err)
 			assert.Equal(t, name, got.Name)
 			assert.True(t, got.IsDir, name)

@@ -44,14 +44,22 @@ type Content struct {
 // have been read from a file that grows or reports a wrong size. A named
 // pipe, a socket or a device gives an error wrapping ErrNotRegular, a
 // directory EISDIR, and nothing of them is read. Scan stops with ctx's
-// error between chunks once ctx is done. The caller closes the Content.
-func Scan(ctx context.Context, path string) (*Content, error) {
-	return scanAtMost(ctx, path, MaxRead)
+// error between chunks once ctx is done. The file is opened as o (nil:
+// the agent): the kernel checks o's rights. The caller closes the
+// Content.
+func Scan(ctx context.Context, path string, o *Owner) (*Content, error) {
+	return scanAtMost(ctx, path, MaxRead, o)
 }
 
 // scanAtMost is Scan with the given limit in bytes; tests use small ones.
-func scanAtMost(ctx context.Context, path string, limit int64) (*Content, error) {
-	f, fi, err := openRegular(path, os.O_RDONLY, "read")
+func scanAtMost(ctx context.Context, path string, limit int64, o *Owner) (*Content, error) {
+	var f *os.File
+	var fi fs.FileInfo
+	err := asOwner(o, func() error {
+		var err error
+		f, fi, err = openRegular(path, os.O_RDONLY, "read")
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -179,7 +187,7 @@ func Read(ctx context.Context, path string) ([]byte, error) {
 
 // readAtMost is Read with the given limit in bytes.
 func readAtMost(ctx context.Context, path string, limit int64) ([]byte, error) {
-	c, err := scanAtMost(ctx, path, limit)
+	c, err := scanAtMost(ctx, path, limit, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -19,7 +19,7 @@ func scanFile(t *testing.T, data []byte) (*Content, []byte) {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), "f")
 	require.NoError(t, os.WriteFile(p, data, 0o644))
-	c, err := Scan(t.Context(), p)
+	c, err := Scan(t.Context(), p, nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })
 	var out bytes.Buffer
@@ -74,7 +74,7 @@ func TestCopyAfterChange(t *testing.T) {
 		require.NoError(t, os.WriteFile(p, orig, 0o644))
 		copyAfter := func(change func()) []byte {
 			require.NoError(t, os.WriteFile(p, orig, 0o644))
-			c, err := Scan(t.Context(), p)
+			c, err := Scan(t.Context(), p, nil)
 			require.NoError(t, err)
 			defer c.Close()
 			change()

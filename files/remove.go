@@ -20,29 +20,52 @@ import (
 var ErrInvalidPath = errors.New("invalid path")
 
 // DeleteDir removes the directory at path and everything in it, like
-// rm -rf. A path that does not exist is success. A path that exists and is
-// not a directory gives "remove <path>: not a directory"; a symbolic link
-// to a directory counts as one, and only the link is removed, as with
-// rm -rf. "/" and paths that end in "." or ".." are refused with
-// ErrInvalidPath, as rm refuses them: "x/.." names x's parent, which
-// rm -rf would empty. DeleteDir stops with ctx's error between entries
-// once ctx is done, leaving what it has not reached yet.
-func DeleteDir(ctx context.Context, path string) error {
+// rm -rf, as o (nil: the agent; the kernel checks o's rights). A path
+// that does not exist is success. A path that exists and is not a
+// directory gives "remove <path>: not a directory"; a symbolic link to a
+// directory counts as one, and only the link is removed, as with rm -rf.
+// "/" and paths that end in "." or ".." are refused with ErrInvalidPath,
+// as rm refuses them: "x/.." names x's parent, which rm -rf would empty.
+// The directories on the way are resolved as Stage resolves them.
+// DeleteDir stops with ctx's error between entries once ctx is done,
+// leaving what it has not reached yet.
+func DeleteDir(ctx context.Context, path string, o *Owner) error {
 	if err := removable(path); err != nil {
 		return err
 	}
-	fi, err := os.Lstat(path)
+	return asOwner(o, func() error {
+		dir, name, err := newWalker(o, false).resolve(path, "remove", false)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return asRemove(path, err)
+		}
+		defer dir.Close()
+		return deleteDirAt(ctx, dir, name, path)
+	})
+}
+
+// deleteDirAt is DeleteDir of name in dir, which path names.
+func deleteDirAt(ctx context.Context, dir *os.File, name, path string) error {
+	var st unix.Stat_t
+	err := unix.Fstatat(int(dir.Fd()), name, &st, unix.AT_SYMLINK_NOFOLLOW)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return nil
 	case err != nil:
-		return asRemove(path, err)
-	case fi.IsDir():
-		return removeAll(ctx, path)
-	}
-	if fi.Mode()&fs.ModeSymlink != 0 {
-		if target, err := os.Stat(path); err == nil && target.IsDir() {
-			return os.Remove(path)
+		return &fs.PathError{Op: "remove", Path: path, Err: err}
+	case st.Mode&unix.S_IFMT == unix.S_IFDIR:
+		return removeAll(ctx, dir, name, path)
+	case st.Mode&unix.S_IFMT == unix.S_IFLNK:
+		// A link to a directory goes, as rm -rf removes it; whether it
+		// leads to one is asked of the kernel, as the link's target is
+		// not opened.
+		if unix.Fstatat(int(dir.Fd()), name, &st, 0) == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR {
+			if err := unix.Unlinkat(int(dir.Fd()), name, 0); err != nil {
+				return &fs.PathError{Op: "remove", Path: path, Err: err}
+			}
+			return nil
 		}
 	}
 	return &fs.PathError{Op: "remove", Path: path, Err: syscall.ENOTDIR}
@@ -72,21 +95,13 @@ func asRemove(path string, err error) error {
 	return err
 }
 
-// removeAll is os.RemoveAll for a path known to be a directory, with the
+// removeAll is os.RemoveAll of base, a directory in parent, with the
 // same error texts ("unlinkat /p/x: permission denied"), that looks at
 // ctx between entries. Like os.RemoveAll it works relative to the file
 // descriptor of each parent and never follows a symbolic link, whatever
 // is renamed meanwhile.
-func removeAll(ctx context.Context, path string) error {
-	parentDir, base := splitPath(path)
-	parent, err := os.OpenFile(parentDir, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NONBLOCK, 0)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil // gone meanwhile
-	}
-	if err != nil {
-		return err
-	}
-	defer parent.Close()
+func removeAll(ctx context.Context, parent *os.File, base, path string) error {
+	parentDir, _ := splitPath(path)
 	if err := removeAllFrom(ctx, int(parent.Fd()), base); err != nil {
 		var pe *fs.PathError
 		if errors.As(err, &pe) {

@@ -34,7 +34,7 @@ func TestDeleteDirRefusesDotDot(t *testing.T) {
 	require.NoError(t, os.MkdirAll(filepath.Join(a, "b"), 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(a, "f"), []byte("x"), 0o644))
 	for _, p := range []string{a + "/b/..", a + "/b/../", a + "/.", a + "/b/./"} {
-		err := DeleteDir(t.Context(), p)
+		err := DeleteDir(t.Context(), p, nil)
 		assert.ErrorIs(t, err, ErrInvalidPath, p)
 		assert.FileExists(t, filepath.Join(a, "f"), p)
 		assert.DirExists(t, filepath.Join(a, "b"), p)
@@ -57,7 +57,7 @@ func TestDeleteDirErrorsAsRemoveAll(t *testing.T) {
 	d1, d2 := mk(), mk()
 	want := os.RemoveAll(d1)
 	require.Error(t, want)
-	got := DeleteDir(t.Context(), d2)
+	got := DeleteDir(t.Context(), d2, nil)
 	require.Error(t, got)
 	assert.Equal(t, strings.ReplaceAll(want.Error(), d1, "D"), strings.ReplaceAll(got.Error(), d2, "D"))
 }

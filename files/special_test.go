@@ -91,7 +91,7 @@ func TestWriteNamedPipeWithoutReader(t *testing.T) {
 	fifo, _ := specialFiles(t)
 	before := openFDs(t)
 	const calls = 200
-	errs := allReturn(t, calls, func() error { return Write(t.Context(), fifo, []byte("x")) }, func() {
+	errs := allReturn(t, calls, func() error { return Write(t.Context(), fifo, []byte("x"), nil) }, func() {
 		// Readers let the blocked opens complete.
 		for range calls {
 			if fd, err := syscall.Open(fifo, syscall.O_RDONLY|syscall.O_NONBLOCK, 0); err == nil {
@@ -114,7 +114,7 @@ func TestWriteNamedPipeWithReader(t *testing.T) {
 	require.NoError(t, err)
 	defer syscall.Close(rfd)
 
-	err = Write(t.Context(), fifo, []byte("secret"))
+	err = Write(t.Context(), fifo, []byte("secret"), nil)
 	require.ErrorIs(t, err, ErrNotRegular)
 	buf := make([]byte, 16)
 	n, err := syscall.Read(rfd, buf)
@@ -136,14 +136,14 @@ func TestWriteRefusesDevicesAndSockets(t *testing.T) {
 			t.Logf("skipping %s: %v", tt.path, err)
 			continue
 		}
-		err := Write(t.Context(), tt.path, []byte("x"))
+		err := Write(t.Context(), tt.path, []byte("x"), nil)
 		require.ErrorIs(t, err, ErrNotRegular, tt.path)
 		assert.Equal(t, tt.want, err.Error())
 	}
 	// A link to a device is refused as the device.
 	link := filepath.Join(t.TempDir(), "null")
 	require.NoError(t, os.Symlink("/dev/null", link))
-	assert.ErrorIs(t, Write(t.Context(), link, []byte("x")), ErrNotRegular)
+	assert.ErrorIs(t, Write(t.Context(), link, []byte("x"), nil), ErrNotRegular)
 }
 
 // Reading a terminal master (/dev/ptmx) or the kernel log used to block
@@ -215,7 +215,7 @@ func TestReadRefusesWithoutReading(t *testing.T) {
 // (os.ReadDir's O_DIRECTORY already kept it from blocking; List keeps it).
 func TestListNamedPipe(t *testing.T) {
 	fifo, _ := specialFiles(t)
-	errs := allReturn(t, 1, func() error { _, err := List(t.Context(), fifo); return err }, func() {
+	errs := allReturn(t, 1, func() error { _, err := List(t.Context(), fifo, nil); return err }, func() {
 		if fd, err := syscall.Open(fifo, syscall.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
 			syscall.Close(fd)
 		}
@@ -236,15 +236,15 @@ func TestStopsWhenContextDone(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 
-	_, err := Scan(ctx, big)
+	_, err := Scan(ctx, big, nil)
 	assert.ErrorIs(t, err, context.Canceled, "Scan")
-	c, err := Scan(t.Context(), big)
+	c, err := Scan(t.Context(), big, nil)
 	require.NoError(t, err)
 	defer c.Close()
 	assert.ErrorIs(t, c.Copy(ctx, &strings.Builder{}), context.Canceled, "Copy")
-	assert.ErrorIs(t, Write(ctx, filepath.Join(dir, "w"), []byte("x")), context.Canceled, "Write")
-	_, err = List(ctx, tree)
+	assert.ErrorIs(t, Write(ctx, filepath.Join(dir, "w"), []byte("x"), nil), context.Canceled, "Write")
+	_, err = List(ctx, tree, nil)
 	assert.ErrorIs(t, err, context.Canceled, "List")
-	assert.ErrorIs(t, DeleteDir(ctx, tree), context.Canceled, "DeleteDir")
+	assert.ErrorIs(t, DeleteDir(ctx, tree, nil), context.Canceled, "DeleteDir")
 	assert.FileExists(t, filepath.Join(tree, "sub", "0"))
 }

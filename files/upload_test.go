@@ -191,14 +191,14 @@ func TestWriteAt(t *testing.T) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, "sub", "log")
 
-	w, err := WriteAt(t.Context(), p, strings.NewReader("hello"), AtEnd, 0)
+	w, err := WriteAt(t.Context(), p, strings.NewReader("hello"), AtEnd, WriteOptions{})
 	require.NoError(t, err)
 	assert.Equal(t, Written{Path: p, Size: 5, Created: true}, w)
-	w, err = WriteAt(t.Context(), p, strings.NewReader(" world"), AtEnd, 0)
+	w, err = WriteAt(t.Context(), p, strings.NewReader(" world"), AtEnd, WriteOptions{})
 	require.NoError(t, err)
 	assert.Equal(t, Written{Path: p, Size: 11}, w)
 
-	w, err = WriteAt(t.Context(), p, strings.NewReader("J"), 6, 0o600)
+	w, err = WriteAt(t.Context(), p, strings.NewReader("J"), 6, WriteOptions{Mode: 0o600})
 	require.NoError(t, err)
 	assert.Equal(t, Written{Path: p, Size: 11}, w, "what follows is kept")
 	got, err := os.ReadFile(p)
@@ -206,21 +206,21 @@ func TestWriteAt(t *testing.T) {
 	assert.Equal(t, "hello Jorld", string(got))
 	assert.Equal(t, fs.FileMode(0o600), mode(t, p))
 
-	w, err = WriteAt(t.Context(), p, strings.NewReader("!"), 11, 0)
+	w, err = WriteAt(t.Context(), p, strings.NewReader("!"), 11, WriteOptions{})
 	require.NoError(t, err)
 	assert.Equal(t, int64(12), w.Size, "at the end is resuming")
 
-	_, err = WriteAt(t.Context(), p, strings.NewReader("x"), 13, 0)
+	_, err = WriteAt(t.Context(), p, strings.NewReader("x"), 13, WriteOptions{})
 	assert.ErrorIs(t, err, ErrOffset)
 	assert.EqualError(t, err, "write "+p+": offset past the end of the file (offset 13, size 12)")
 	missing := filepath.Join(dir, "missing")
-	_, err = WriteAt(t.Context(), missing, strings.NewReader("x"), 1, 0)
+	_, err = WriteAt(t.Context(), missing, strings.NewReader("x"), 1, WriteOptions{})
 	assert.ErrorIs(t, err, ErrOffset)
 	assert.NoFileExists(t, missing, "nothing is created for a refused offset")
 
 	fifo := filepath.Join(dir, "fifo")
 	require.NoError(t, syscall.Mkfifo(fifo, 0o644))
-	_, err = WriteAt(t.Context(), fifo, strings.NewReader("x"), AtEnd, 0)
+	_, err = WriteAt(t.Context(), fifo, strings.NewReader("x"), AtEnd, WriteOptions{})
 	assert.ErrorIs(t, err, ErrNotRegular)
 }
 

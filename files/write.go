@@ -7,14 +7,15 @@ import (
 )
 
 // Write creates or truncates the regular file at path and writes data to
-// it, with mode 0644 for a new file. Parent directories are not created.
-// A named pipe, a socket or a device is refused with an error wrapping
-// ErrNotRegular, before anything is truncated or written (and at once: a
-// pipe without a reader does not make it wait). Write stops with ctx's
-// error between pieces of data once ctx is done, leaving the file with
-// what was written so far.
-func Write(ctx context.Context, path string, data []byte) error {
-	f, _, err := openRegular(path, os.O_WRONLY|os.O_CREATE, "write")
+// it, with mode 0644 for a new file, as o (nil: the agent; see
+// WriteOptions.Owner). Parent directories are not created. Links are
+// followed as Stage follows them. A named pipe, a socket or a device is
+// refused with an error wrapping ErrNotRegular, before anything is
+// truncated or written (and at once: a pipe without a reader does not
+// make it wait). Write stops with ctx's error between pieces of data
+// once ctx is done, leaving the file with what was written so far.
+func Write(ctx context.Context, path string, data []byte, o *Owner) error {
+	f, _, err := openWrite(path, os.O_WRONLY|os.O_CREATE, false, o, nil)
 	if err != nil {
 		return err
 	}

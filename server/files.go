@@ -22,9 +22,11 @@ import (
 // words ("no such file or directory", "file exists", "not empty"). Only a
 // malformed request is a 400.
 
-// pathRequest is the body of the operations that take only a path.
+// pathRequest is the body of the operations that take only a path (and
+// who they act for).
 type pathRequest struct {
 	Path string `json:"path"`
+	ownerFields
 }
 
 func requirePath(path string) error {
@@ -85,6 +87,7 @@ func (s *Server) handleFileWrite(w http.ResponseWriter, r *http.Request) error {
 		Path     string `json:"path"`
 		Content  string `json:"content"`
 		IsBase64 bool   `json:"is_base64"`
+		ownerFields
 	}
 	req, err := decode[request](w, r, s.cfg.MaxBody)
 	if err != nil {
@@ -99,7 +102,11 @@ func (s *Server) handleFileWrite(w http.ResponseWriter, r *http.Request) error {
 			return errorf(http.StatusBadRequest, "invalid base64 content: %v", err)
 		}
 	}
-	replyDone(w, files.Write(r.Context(), req.Path, data))
+	o, err := s.owner(req.ownerFields)
+	if err != nil {
+		return err
+	}
+	replyDone(w, files.Write(r.Context(), req.Path, data, o))
 	return nil
 }
 
@@ -116,6 +123,7 @@ func (s *Server) handleFileRead(w http.ResponseWriter, r *http.Request) error {
 	type request struct {
 		Path     string `json:"path"`
 		IsBase64 bool   `json:"is_base64"`
+		ownerFields
 	}
 	req, err := decode[request](w, r, s.cfg.MaxBody)
 	if err != nil {
@@ -124,7 +132,11 @@ func (s *Server) handleFileRead(w http.ResponseWriter, r *http.Request) error {
 	if err := requirePath(req.Path); err != nil {
 		return err
 	}
-	c, err := files.Scan(r.Context(), req.Path)
+	o, err := s.owner(req.ownerFields)
+	if err != nil {
+		return err
+	}
+	c, err := files.Scan(r.Context(), req.Path, o)
 	if errors.Is(err, files.ErrTooLarge) {
 		// A refusal, not a fault: 200 like the others, with the way out.
 		err = fmt.Errorf("%w; download it with GET /files?path=%s", err,
@@ -194,7 +206,11 @@ func (s *Server) handleFileDelete(w http.ResponseWriter, r *http.Request) error 
 	if err := requirePath(req.Path); err != nil {
 		return err
 	}
-	replyDone(w, files.Delete(req.Path))
+	o, err := s.owner(req.ownerFields)
+	if err != nil {
+		return err
+	}
+	replyDone(w, files.Delete(req.Path, o))
 	return nil
 }
 
@@ -208,7 +224,11 @@ func (s *Server) handleFileStat(w http.ResponseWriter, r *http.Request) error {
 	if err := requirePath(req.Path); err != nil {
 		return err
 	}
-	e, err := files.Stat(req.Path)
+	o, err := s.owner(req.ownerFields)
+	if err != nil {
+		return err
+	}
+	e, err := files.Stat(req.Path, o)
 	if err != nil {
 		replyFailed(w, err)
 		return nil
@@ -224,6 +244,7 @@ func (s *Server) handleDirMake(w http.ResponseWriter, r *http.Request) error {
 	type request struct {
 		Path      string `json:"path"`
 		Recursive bool   `json:"recursive"` // ignored; declared so a non-boolean is a 400
+		ownerFields
 	}
 	req, err := decode[request](w, r, s.cfg.MaxBody)
 	if err != nil {
@@ -232,7 +253,11 @@ func (s *Server) handleDirMake(w http.ResponseWriter, r *http.Request) error {
 	if err := requirePath(req.Path); err != nil {
 		return err
 	}
-	replyDone(w, files.MakeDir(req.Path))
+	o, err := s.owner(req.ownerFields)
+	if err != nil {
+		return err
+	}
+	replyDone(w, files.MakeDir(req.Path, o))
 	return nil
 }
 
@@ -248,7 +273,11 @@ func (s *Server) handleDirDelete(w http.ResponseWriter, r *http.Request) error {
 	if err := requirePath(req.Path); err != nil {
 		return err
 	}
-	err = files.DeleteDir(r.Context(), req.Path)
+	o, err := s.owner(req.ownerFields)
+	if err != nil {
+		return err
+	}
+	err = files.DeleteDir(r.Context(), req.Path, o)
 	if errors.Is(err, files.ErrInvalidPath) {
 		return errorf(http.StatusBadRequest, "%v", err)
 	}
@@ -263,6 +292,7 @@ func (s *Server) handleDirList(w http.ResponseWriter, r *http.Request) error {
 	type request struct {
 		Path     string `json:"path"`
 		Detailed bool   `json:"detailed"`
+		ownerFields
 	}
 	req, err := decode[request](w, r, s.cfg.MaxBody)
 	if err != nil {
@@ -271,7 +301,11 @@ func (s *Server) handleDirList(w http.ResponseWriter, r *http.Request) error {
 	if err := requirePath(req.Path); err != nil {
 		return err
 	}
-	entries, err := files.List(r.Context(), req.Path)
+	o, err := s.owner(req.ownerFields)
+	if err != nil {
+		return err
+	}
+	entries, err := files.List(r.Context(), req.Path, o)
 	if err != nil {
 		replyFailed(w, err)
 		return nil

@@ -134,7 +134,7 @@ func TestFilesAtomicOverwrite(t *testing.T) {
 		if len(m) != 1 {
 			return false
 		}
-		fi, err := os.Stat(m[0])
+		fi, err := os.Stat(filepath.Join(m[0], "data")) // the file, in its private directory
 		return err == nil && fi.Size() >= size/2
 	}, 20*time.Second, 5*time.Millisecond)
 	during := reads.Load()

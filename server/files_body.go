@@ -20,6 +20,45 @@ import (
 // operations' 200-with-error: a download tool or a browser understands a
 // 404 and cannot read a JSON error inside a 200.
 
+// refusedLingerMax and refusedLingerTimeout bound how much of the body of
+// an upload refused before it was read (see drainRefused) is read and
+// discarded after the reply: enough for a client, or a reverse proxy,
+// that sends the whole body before it reads anything, as nginx's
+// lingering close allows.
+const (
+	refusedLingerMax     = 64 << 20
+	refusedLingerTimeout = 30 * time.Second
+)
+
+// refuseEarly replies err, a refusal of an upload decided from its
+// headers (413, 415, 507), at once, then reads and discards its body (see
+// drainRefused). It returns nil: the reply is sent.
+func (s *Server) refuseEarly(w http.ResponseWriter, r *http.Request, err error) error {
+	s.writeError(w, r, err)
+	drainRefused(w, r)
+	return nil
+}
+
+// drainRefused reads and discards the body of a request whose reply, a
+// refusal with Connection: close, has been written, for at most
+// refusedLingerMax bytes or refusedLingerTimeout, whichever comes first,
+// so that a client that sends its whole body before reading the reply
+// gets the reply rather than a connection reset under its writes. A
+// client that sent Expect: 100-continue never sends the body once it has
+// the reply, so nothing is waited for then. Past those limits the
+// connection is closed all the same.
+func drainRefused(w http.ResponseWriter, r *http.Request) {
+	if strings.EqualFold(r.Header.Get("Expect"), "100-continue") || r.Body == nil || r.Body == http.NoBody {
+		return
+	}
+	rc := http.NewResponseController(w)
+	if rc.Flush() != nil {
+		return
+	}
+	_ = rc.SetReadDeadline(time.Now().Add(refusedLingerTimeout))
+	_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, refusedLingerMax))
+}
+
 // errUploadTooLarge is the error of an upload body that passes
 // Config.MaxUpload, on the wire or once decoded.
 var errUploadTooLarge = errors.New("upload too large")

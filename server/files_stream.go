@@ -47,7 +47,11 @@ func (s *Server) handleFilesGet(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	f, fi, err := files.Open(path)
+	o, err := s.queryOwner(r)
+	if err != nil {
+		return err
+	}
+	f, fi, err := files.Open(path, o)
 	if err != nil {
 		return fileError(err)
 	}
@@ -56,7 +60,7 @@ func (s *Server) handleFilesGet(w http.ResponseWriter, r *http.Request) error {
 		if format == "" {
 			return errorf(http.StatusBadRequest, "%s is a directory: download it as an archive with format=tar or format=tar.gz", path)
 		}
-		return s.serveArchive(w, r, path, format, download)
+		return s.serveArchive(w, r, path, format, download, o)
 	}
 	if format != "" {
 		return errorf(http.StatusBadRequest, "format=%s is for directories, and %s is a file", format, path)
@@ -217,7 +221,8 @@ func (cw *contentWriter) finish() {
 	}
 }
 
-// serveArchive streams the directory at path as a tar or tar.gz archive.
+// serveArchive streams the directory at path as a tar or tar.gz archive,
+// read as o (nil: the agent).
 // Its status is 200 before the first byte of the tree is read; a tree
 // that then cannot be read (an entry vanishes or cannot be opened, a file
 // shrinks) cuts the archive where it fails (see files.WriteArchive) and
@@ -225,7 +230,7 @@ func (cw *contentWriter) finish() {
 // takes it for whole: curl exits with error 18, Python requests raises
 // ChunkedEncodingError, Go's net/http reports an unexpected EOF, tar and
 // gzip report a truncated archive. The agent logs why, at warn level.
-func (s *Server) serveArchive(w http.ResponseWriter, r *http.Request, path, format string, download bool) error {
+func (s *Server) serveArchive(w http.ResponseWriter, r *http.Request, path, format string, download bool, o *files.Owner) error {
 	gz := format == formatTarGz
 	name, ctype := filepath.Base(path)+".tar", "application/x-tar"
 	if gz {
@@ -246,7 +251,7 @@ func (s *Server) serveArchive(w http.ResponseWriter, r *http.Request, path, form
 	sink := newStallWriter(w, s.cfg.StallTimeout)
 	defer sink.done()
 	bw := bufio.NewWriterSize(sink, 64<<10)
-	err := files.WriteArchive(r.Context(), bw, path, files.ArchiveOptions{Gzip: gz})
+	err := files.WriteArchiveAs(r.Context(), bw, path, files.ArchiveOptions{Gzip: gz}, o)
 	if err == nil {
 		err = bw.Flush()
 	}

@@ -8,6 +8,7 @@ import (
 	"mime/multipart"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -33,6 +34,7 @@ type putQuery struct {
 	append  bool
 	offset  int64 // -1: not given
 	extract string
+	owner   *files.Owner // nil: the agent
 }
 
 func parsePutQuery(r *http.Request) (putQuery, error) {
@@ -91,13 +93,16 @@ func (s *Server) handleFilesPut(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if q.owner, err = s.queryOwner(r); err != nil {
+		return err
+	}
 	body, err := s.newUploadBody(w, r)
 	if err != nil {
-		return err
+		return s.refuseEarly(w, r, err)
 	}
 	if q.extract == "" {
 		if err := s.checkSpace(r, q.path); err != nil {
-			return err
+			return s.refuseEarly(w, r, err)
 		}
 	}
 	reply, created, err := s.put(r, q, body)
@@ -116,21 +121,22 @@ func (s *Server) handleFilesPut(w http.ResponseWriter, r *http.Request) error {
 // put writes the file, or unpacks the archive, that q asks for.
 func (s *Server) put(r *http.Request, q putQuery, body io.Reader) (uploadReply, bool, error) {
 	ctx := r.Context()
+	opts := files.WriteOptions{Mode: q.mode, Owner: q.owner}
 	var res files.Written
 	var err error
 	switch {
 	case q.extract != "":
-		x, err := files.Extract(ctx, q.path, body, files.ExtractOptions{Gzip: q.extract == formatTarGz})
+		x, err := files.Extract(ctx, q.path, body, files.ExtractOptions{Gzip: q.extract == formatTarGz /* TODO(merge i18-extract): Owner: q.owner, */})
 		if err != nil {
 			return uploadReply{}, false, err
 		}
 		return uploadReply{Path: q.path, Size: x.Size, Entries: &x.Entries}, x.Created, nil
 	case q.append:
-		res, err = files.WriteAt(ctx, q.path, body, files.AtEnd, q.mode)
+		res, err = files.WriteAt(ctx, q.path, body, files.AtEnd, opts)
 	case q.offset >= 0:
-		res, err = files.WriteAt(ctx, q.path, body, q.offset, q.mode)
+		res, err = files.WriteAt(ctx, q.path, body, q.offset, opts)
 	default:
-		res, err = files.WriteAtomic(ctx, q.path, body, files.WriteOptions{Mode: q.mode})
+		res, err = files.WriteAtomic(ctx, q.path, body, opts)
 	}
 	return uploadReply{Path: res.Path, Size: res.Size}, res.Created, err
 }
@@ -154,6 +160,10 @@ func (s *Server) handleFilesPost(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	o, err := s.queryOwner(r)
+	if err != nil {
+		return err
+	}
 	mt, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if err != nil || mt != "multipart/form-data" || params["boundary"] == "" {
 		return errorf(http.StatusUnsupportedMediaType, "POST /files takes a multipart/form-data body (curl -F file=@name); to send a file as it is, PUT it")
@@ -163,12 +173,13 @@ func (s *Server) handleFilesPost(w http.ResponseWriter, r *http.Request) error {
 	}
 	body, err := s.newUploadBody(w, r)
 	if err != nil {
-		return err
+		return s.refuseEarly(w, r, err)
 	}
 	if err := s.checkSpace(r, dir+"/x"); err != nil {
-		return err
+		return s.refuseEarly(w, r, err)
 	}
-	written, err := s.postForm(r, multipart.NewReader(body, params["boundary"]), dir, mode)
+	opts := files.WriteOptions{Mode: mode, Owner: o}
+	written, err := s.postForm(r, multipart.NewReader(body, params["boundary"]), dir, opts)
 	body.finish(err)
 	if err != nil {
 		return body.uploadError(err)
@@ -181,10 +192,12 @@ func (s *Server) handleFilesPost(w http.ResponseWriter, r *http.Request) error {
 var errNoFiles = errors.New("no file in the form: send each file as a part with a file name (curl -F file=@name)")
 
 // postForm stages every file part of the form, then commits them all.
-func (s *Server) postForm(r *http.Request, mr *multipart.Reader, dir string, mode fs.FileMode) ([]uploadReply, error) {
+func (s *Server) postForm(r *http.Request, mr *multipart.Reader, dir string, opts files.WriteOptions) ([]uploadReply, error) {
 	var staged []*files.Staged
 	defer func() {
-		for _, st := range staged {
+		// Last first: the first file staged made the missing directories,
+		// which can go only once the others have left them.
+		for _, st := range slices.Backward(staged) {
 			st.Discard() // harmless once committed: the file is renamed
 		}
 	}()
@@ -206,7 +219,7 @@ func (s *Server) postForm(r *http.Request, mr *multipart.Reader, dir string, mod
 		if len(staged) == maxFormFiles {
 			return nil, errorf(http.StatusBadRequest, "more than %d files in one form", maxFormFiles)
 		}
-		st, err := files.Stage(r.Context(), path, formPart{part}, files.WriteOptions{Mode: mode})
+		st, err := files.Stage(r.Context(), path, formPart{part}, opts)
 		if err != nil {
 			return nil, err
 		}
