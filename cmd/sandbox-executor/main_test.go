@@ -25,7 +25,7 @@ import (
 )
 
 // agentEnv, set to 1, makes the test binary run as the agent itself: see
-// startLimitedAgent.
+// execAgent.
 const agentEnv = "SANDBOX_EXECUTOR_TEST_AS_AGENT"
 
 func TestMain(m *testing.M) {
