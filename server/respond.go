@@ -93,6 +93,8 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		code, msg = http.StatusConflict, err.Error()
 	case errors.Is(err, sessions.ErrInvalid), errors.Is(err, executor.ErrUnknownUser):
 		code, msg = http.StatusBadRequest, err.Error()
+	case errors.Is(err, sessions.ErrUserMismatch):
+		code, msg = http.StatusBadRequest, err.Error()
 	case errors.Is(err, executor.ErrNotPrivileged):
 		code, msg = http.StatusForbidden, err.Error()
 	case errors.Is(err, sessions.ErrTooMany), errors.Is(err, sessions.ErrClosed):

@@ -35,6 +35,12 @@ var (
 	ErrTooMany = errors.New("too many sessions")
 	// ErrClosed is returned by Create after Close.
 	ErrClosed = errors.New("session registry closed")
+	// ErrUserMismatch is returned by Call and Background for a command
+	// whose own user is not the session's. The state of a session is its
+	// user's to change (PATH, LD_PRELOAD, ENV): a command of another user
+	// started from it would run what that user put there, as root for a
+	// root command in a session of nobody's.
+	ErrUserMismatch = errors.New("a session's commands run as the session's user")
 )
 
 func notFound(id string) error { return fmt.Errorf("%w: %s", ErrNotFound, id) }
@@ -66,6 +72,7 @@ type Registry struct {
 	opts      Options
 	states    statePool // the state files, in a directory of their own
 	agentUser string    // the name commands run as without a user
+	agentUID  uint32    // the uid they run as
 	// sourceOnce sets sourceKind, whether the shell has `source`, at the
 	// first command that needs it.
 	sourceOnce sync.Once
@@ -95,6 +102,7 @@ func New(runner *executor.Runner, opts Options) (*Registry, error) {
 		return nil, err
 	}
 	r := &Registry{runner: runner, opts: opts, states: statePool{dir: dir}, agentUser: currentUser(),
+		agentUID: uint32(os.Geteuid()),
 		kick: make(chan struct{}, 1), sessions: map[string]*Session{}}
 	ctx, stop := context.WithCancel(context.Background())
 	r.stop = stop
