@@ -102,8 +102,7 @@ func New(runner *executor.Runner, opts Options) (*Registry, error) {
 		return nil, err
 	}
 	r := &Registry{runner: runner, opts: opts, states: statePool{dir: dir}, agentUser: currentUser(),
-		agentUID: uint32(os.Geteuid()),
-		kick: make(chan struct{}, 1), sessions: map[string]*Session{}}
+		agentUID: uint32(os.Geteuid()), kick: make(chan struct{}, 1), sessions: map[string]*Session{}}
 	ctx, stop := context.WithCancel(context.Background())
 	r.stop = stop
 	r.wg.Add(1)
