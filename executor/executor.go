@@ -38,6 +38,12 @@ var (
 	// of resources (fork's EAGAIN). Nothing was started; trying again
 	// later may succeed.
 	ErrBusy = errors.New("too many commands running")
+	// ErrInputBudget is returned by Start and Run when the Command.Input
+	// of the commands that have not read theirs yet, with c's, would pass
+	// Runner.MaxInput; the error text names the budget and its size.
+	// Nothing was started; trying again once they have read it may
+	// succeed.
+	ErrInputBudget = errors.New("input budget exhausted")
 )
 
 // Command is one shell command to run.
@@ -100,6 +106,12 @@ type Runner struct {
 	// (Command.User). If nil, they may when the agent's effective uid is
 	// 0; tests set it.
 	Privileged func() bool
+	// MaxInput bounds the bytes of Command.Input that the agent holds for
+	// all commands together: each command's input counts from its start
+	// until it has been written to the pipe (or the command closed its
+	// stdin, or ended). Past it, Start and Run return an error wrapping
+	// ErrInputBudget. If zero, 256 MiB.
+	MaxInput int64
 	// OOMScoreAdj is how much higher than the agent's own oom_score_adj
 	// each command's is set (at most 1000), so that when memory runs out
 	// the kernel kills a command before it kills the agent. If zero, 500;
@@ -112,12 +124,13 @@ type Runner struct {
 	lineBufs  sync.Pool // *[]byte of maxLine()+readSize, for Start
 	stdinBufs sync.Pool // *[]byte of stdinBufSize, for WriteStdin
 
-	// mu guards running, groups and pruneAt.
-	mu      sync.Mutex
-	running int              // commands started and not yet finished
-	groups  map[int]*Process // process groups that may have members, by pgid: the command that leads it
-	pruneAt int              // len(groups) at which the next start prunes it
-	oom     oomAdjuster      // reads the agent's own oom_score_adj once
+	// mu guards running, inputHeld, groups and pruneAt.
+	mu        sync.Mutex
+	running   int              // commands started and not yet finished
+	inputHeld int64            // bytes of Command.Input not yet written; see MaxInput
+	groups    map[int]*Process // process groups that may have members, by pgid: the command that leads it
+	pruneAt   int              // len(groups) at which the next start prunes it
+	oom       oomAdjuster      // reads the agent's own oom_score_adj once
 }
 
 func (r *Runner) shell() string {
@@ -212,9 +225,14 @@ func (r *Runner) start(ctx context.Context, c Command, bufs buffers, stdout, std
 	if err := r.acquire(); err != nil {
 		return nil, err
 	}
+	if err := r.takeInput(len(c.Input)); err != nil {
+		r.release(nil)
+		return nil, err
+	}
 	p, err := r.startProcess(ctx, c, bufs, stdout, stderr)
 	if err != nil {
 		r.release(nil)
+		r.giveInput(len(c.Input)) // no writer started to give it back
 		return nil, err
 	}
 	return p, nil

@@ -77,6 +77,8 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		code, msg = http.StatusBadRequest, err.Error()
 	case errors.Is(err, executor.ErrBusy), errors.Is(err, procs.ErrTooMany):
 		code, msg = http.StatusServiceUnavailable, err.Error()
+	case errors.Is(err, executor.ErrInputBudget), errors.Is(err, sessions.ErrEnvBudget):
+		code, msg = http.StatusServiceUnavailable, err.Error()
 	case errors.Is(err, procs.ErrNotFound), errors.Is(err, procs.ErrNotRunning):
 		code, msg, extra = http.StatusBadRequest, err.Error(), map[string]any{"success": false}
 	case errors.Is(err, terminals.ErrNotFound):

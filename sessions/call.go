@@ -153,10 +153,13 @@ func (s *Session) prepare(c executor.Command, cwd string, env []string) (executo
 // What the request set for this command alone (cwd, env) is not
 // kept unless the command changed it: its directory if it ended where it
 // started, and each variable of the overlay still at the request's value,
-// are the session's as they were. A nil c does nothing.
-func (c *Call) Finish(res *executor.Result) {
+// are the session's as they were. A state that would take the
+// environments of all sessions past Options.MaxEnvBytes is not committed:
+// Finish then returns an error wrapping ErrEnvBudget, which the command's
+// client must be told. A nil c does nothing.
+func (c *Call) Finish(res *executor.Result) error {
 	if c == nil {
-		return
+		return nil
 	}
 	defer c.r.states.put(c.state)
 	var cwd string
@@ -171,7 +174,7 @@ func (c *Call) Finish(res *executor.Result) {
 	if ok {
 		cwd, env = c.own(cwd, env)
 	}
-	c.s.end(c.r, ok, cwd, env)
+	return c.s.end(c.r, ok, cwd, env)
 }
 
 // own returns the state a command ended with, cwd and env, without what
@@ -195,19 +198,28 @@ func (c *Call) own(cwd string, env []string) (string, []string) {
 }
 
 // end records that a foreground command of s has ended, and commits its
-// state if ok.
-func (s *Session) end(r *Registry, ok bool, cwd string, env []string) {
+// state if ok and the budget takes its environment; if not, the error
+// wraps ErrEnvBudget.
+func (s *Session) end(r *Registry, ok bool, cwd string, env []string) error {
+	var err error
 	s.mu.Lock()
 	s.calls--
 	s.lastUsed = time.Now()
 	if ok && !s.deleted {
-		s.cwd, s.env = cwd, env
+		n := envSize(env)
+		if err = s.envs.resize(s.envBytes, n, "this command's state needs"); err == nil {
+			s.cwd, s.env, s.envBytes = cwd, env, n
+		}
 	}
 	idle := s.calls == 0 && s.idle > 0
 	s.mu.Unlock()
 	if idle {
 		r.kickJanitor() // its deadline starts now
 	}
+	if err != nil {
+		return fmt.Errorf("the session's state was not saved: %w", err)
+	}
+	return nil
 }
 
 // passable reports whether every entry of env can be given to a process:

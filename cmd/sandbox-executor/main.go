@@ -113,12 +113,12 @@ func (o options) run(ctx context.Context, args []string, getenv func(string) str
 	apiPort, proxyPort := apiLn.Addr().(*net.TCPAddr).Port, proxyLn.Addr().(*net.TCPAddr).Port
 	// Every child starts from the agent's environment without its
 	// credentials, which have been read above (see isCredentialEnv).
-	runner := &executor.Runner{MaxRunning: cfg.maxCmds, Env: childEnviron(os.Environ())}
+	runner := &executor.Runner{MaxRunning: cfg.maxCmds, MaxInput: int64(cfg.inputBudget), Env: childEnviron(os.Environ())}
 	if os.Getpid() == 1 {
 		// As init, the agent inherits every orphan; see executor.Reaper.
 		runner.Reaper = executor.NewReaper()
 	}
-	sess, err := sessions.New(runner, sessions.Options{})
+	sess, err := sessions.New(runner, sessions.Options{MaxEnvBytes: int64(cfg.envBudget)})
 	if err != nil {
 		apiLn.Close()
 		proxyLn.Close()
