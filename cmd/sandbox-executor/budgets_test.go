@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/sandbox-executor/sandbox-executor/client"
 )
 
 // Issue 7, end to end: -session-env-budget and -input-budget (here from
@@ -55,6 +57,9 @@ func TestBudgetsEndToEnd(t *testing.T) {
 	require.Equal(t, http.StatusOK, code, body)
 	assert.Equal(t, "none\n", body["stdout"])
 	assert.NotContains(t, body, "session_error")
+	res, err := a.newClient(t, testSecret).Run(t.Context(), client.Command{Cmd: `export MORE="$BIG"`, Session: "s0"})
+	require.NoError(t, err)
+	assert.Contains(t, res.SessionError, "the session's state was not saved: ", "the Go client shows it")
 	code, stream := a.do(t, http.MethodPost, "/run_streaming", testSecret, `{"cmd":"export MORE=\"$BIG\"","session":"s0"}`)
 	require.Equal(t, http.StatusOK, code)
 	assert.Contains(t, stream, `"session_error":"the session's state was not saved: session environment budget exhausted: `)
