@@ -129,3 +129,31 @@ func TestNoChildSeesTheSecret(t *testing.T) {
 	assert.NotEqual(t, 0, res.Code)
 	assert.NotContains(t, res.Stdout, testSecret)
 }
+
+// In pool mode the secret arrives through the file at SANDBOX_SECRET_PATH
+// (here, claimed before a restart). Its path is not passed on either, and
+// the file (mode 0600, as the claim writes it) is not nobody's to read.
+func TestPoolSecretPathIsNotInherited(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the children run as nobody too")
+	}
+	dir := t.TempDir()
+	require.NoError(t, os.Chmod(dir, 0o755)) // reachable, as /var/lib is: only the file's mode protects it
+	secretPath := filepath.Join(dir, "secret")
+	require.NoError(t, os.WriteFile(secretPath, []byte(testSecret+"\n"), 0o600))
+	a := execAgent(t, "", []string{"SANDBOX_AUTH_MODE=pool", "SANDBOX_SECRET=", "SANDBOX_SECRET_PATH=" + secretPath})
+	c, err := client.New("http://"+a.addr, testSecret)
+	require.NoError(t, err)
+	for _, user := range []string{"", "nobody"} {
+		res, err := c.Run(t.Context(), client.Command{Cmd: `tr '\0' '\n' </proc/$$/environ`, User: user, Cwd: "/"})
+		require.NoError(t, err, "the secret from the file is in force")
+		require.Equal(t, 0, res.Code, res.Stderr)
+		assert.NotContains(t, res.Stdout, "SANDBOX_SECRET", user)
+		assert.NotContains(t, res.Stdout, secretPath, user)
+		assert.NotContains(t, res.Stdout, testSecret, user)
+	}
+	res, err := c.Run(t.Context(), client.Command{Cmd: "cat " + secretPath, User: "nobody", Cwd: "/"})
+	require.NoError(t, err)
+	assert.NotEqual(t, 0, res.Code)
+	assert.NotContains(t, res.Stdout, testSecret)
+}
