@@ -80,6 +80,10 @@ type RunResult struct {
 	// Truncated reports that the agent dropped the middle of a long
 	// output; agents before it was added never set it.
 	Truncated bool
+	// SessionError, for a command of a session, says why the session did
+	// not take the state the command ended with (the agent's session
+	// environment budget); empty if it did, or if there is no session.
+	SessionError string
 }
 
 // Run runs cmd to its end and returns its output. A command that fails is
@@ -93,11 +97,14 @@ func (c *Client) Run(ctx context.Context, cmd Command) (RunResult, error) {
 		Error     string `json:"error"`
 		Code      int    `json:"code"`
 		Truncated bool   `json:"truncated"`
+		// SessionError: see RunResult.
+		SessionError string `json:"session_error"`
 	}
 	if err := c.call(ctx, http.MethodPost, "/run", cmd.body(false), &r); err != nil {
 		return RunResult{}, err
 	}
-	return RunResult{Stdout: r.Stdout, Stderr: r.Stderr, Code: r.Code, Error: r.Error, Truncated: r.Truncated}, nil
+	return RunResult{Stdout: r.Stdout, Stderr: r.Stderr, Code: r.Code, Error: r.Error, Truncated: r.Truncated,
+		SessionError: r.SessionError}, nil
 }
 
 // RunStream runs cmd and yields its output lines as they are read, as

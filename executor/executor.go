@@ -5,7 +5,6 @@ package executor
 
 import (
 	"context"
-	"errors"
 	"os"
 	"os/exec"
 	"sync"
@@ -13,59 +12,6 @@ import (
 	"syscall"
 	"time"
 )
-
-// ExitTimedOut is the exit code of a command stopped by its timeout, as
-// coreutils' timeout(1) reports it.
-const ExitTimedOut = 124
-
-var (
-	// ErrInvalidDir is returned by Start and Run when Command.Dir is not
-	// a directory; the error text names the directory.
-	ErrInvalidDir = errors.New("cwd is not a directory")
-	// ErrFinished is returned by Signal once the command has finished.
-	ErrFinished = errors.New("process already finished")
-	// ErrInvalidCommand is returned by Start and Run for a command that
-	// no process could be given: a NUL byte in it or in its environment,
-	// an environment variable whose name is empty or holds '=', or a
-	// command or environment over the kernel's size limits (E2BIG).
-	ErrInvalidCommand = errors.New("invalid command")
-	// ErrNotPrivileged is returned by Start, Run and LookupUser when a
-	// command is to run as another user (Command.User) but the agent may
-	// not switch users: it does not run as root.
-	ErrNotPrivileged = errors.New("running a command as another user needs an agent running as root")
-	// ErrBusy is returned by Start and Run when Runner.MaxRunning commands
-	// are running already, or the system refused a new process for lack
-	// of resources (fork's EAGAIN). Nothing was started; trying again
-	// later may succeed.
-	ErrBusy = errors.New("too many commands running")
-)
-
-// Command is one shell command to run.
-type Command struct {
-	Cmd string            // run as Shell -c Cmd
-	Dir string            // working directory; empty means the agent's own
-	Env map[string]string // added to BaseEnv, else to Runner.Env; nil adds nothing
-	// BaseEnv, if not nil, is the whole environment Env is added to, in
-	// place of Runner.Env: a session's. See env.go.
-	BaseEnv []string
-	// User, if not nil, runs the command as that user, with its groups.
-	// Its HOME, USER and LOGNAME are the caller's to set (User.Env).
-	User *User
-	// OnStart, if set, is called with the process as soon as it has
-	// started, before Start or Run returns; a session uses it to know its
-	// process groups.
-	OnStart func(*Process)
-	// Timeout, if positive, is how long the command may run before its
-	// process group is killed and it ends with ExitTimedOut.
-	Timeout time.Duration
-	// Input, if not empty, is written to the command's stdin, which is
-	// then closed unless Stdin is set. Empty, and without Stdin, stdin is
-	// /dev/null. See stdin.go.
-	Input string
-	// Stdin keeps the command's stdin a pipe open after Input, for
-	// Process.WriteStdin, until Process.CloseStdin or the command's end.
-	Stdin bool
-}
 
 // Runner starts commands. The zero Runner is ready to use.
 type Runner struct {
@@ -100,6 +46,12 @@ type Runner struct {
 	// (Command.User). If nil, they may when the agent's effective uid is
 	// 0; tests set it.
 	Privileged func() bool
+	// MaxInput bounds the bytes of Command.Input that the agent holds for
+	// all commands together: each command's input counts from its start
+	// until it has been written to the pipe (or the command closed its
+	// stdin, or ended). Past it, Start and Run return an error wrapping
+	// ErrInputBudget. If zero, 256 MiB.
+	MaxInput int64
 	// OOMScoreAdj is how much higher than the agent's own oom_score_adj
 	// each command's is set (at most 1000), so that when memory runs out
 	// the kernel kills a command before it kills the agent. If zero, 500;
@@ -112,12 +64,13 @@ type Runner struct {
 	lineBufs  sync.Pool // *[]byte of maxLine()+readSize, for Start
 	stdinBufs sync.Pool // *[]byte of stdinBufSize, for WriteStdin
 
-	// mu guards running, groups and pruneAt.
-	mu      sync.Mutex
-	running int              // commands started and not yet finished
-	groups  map[int]*Process // process groups that may have members, by pgid: the command that leads it
-	pruneAt int              // len(groups) at which the next start prunes it
-	oom     oomAdjuster      // reads the agent's own oom_score_adj once
+	// mu guards running, inputHeld, groups and pruneAt.
+	mu        sync.Mutex
+	running   int              // commands started and not yet finished
+	inputHeld int64            // bytes of Command.Input not yet written; see MaxInput
+	groups    map[int]*Process // process groups that may have members, by pgid: the command that leads it
+	pruneAt   int              // len(groups) at which the next start prunes it
+	oom       oomAdjuster      // reads the agent's own oom_score_adj once
 }
 
 func (r *Runner) shell() string {
@@ -212,9 +165,14 @@ func (r *Runner) start(ctx context.Context, c Command, bufs buffers, stdout, std
 	if err := r.acquire(); err != nil {
 		return nil, err
 	}
+	if err := r.takeInput(len(c.Input)); err != nil {
+		r.release(nil)
+		return nil, err
+	}
 	p, err := r.startProcess(ctx, c, bufs, stdout, stderr)
 	if err != nil {
 		r.release(nil)
+		r.giveInput(len(c.Input)) // no writer started to give it back
 		return nil, err
 	}
 	return p, nil

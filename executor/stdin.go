@@ -120,16 +120,20 @@ func (p *Process) startStdin(ctx context.Context, input string) {
 	s.turn <- struct{}{} // free: nobody else has seen s
 	s.writing = true
 	s.inputDone = make(chan struct{})
-	go s.writeInput(ctx, input, buffers{&p.runner.stdinBufs, stdinBufSize})
+	r := p.runner
+	go s.writeInput(ctx, input, buffers{&r.stdinBufs, stdinBufSize}, func() { r.giveInput(len(input)) })
 }
 
-// writeInput writes input, then closes the pipe unless keep. It runs in
-// its own goroutine, started by startStdin and waited for by Process.wait
-// (see endStdin). It ends once the input is written, or the write fails
-// (the command closed its stdin or ended: EPIPE is normal for a command
-// that does not read it all), or ctx ends, or the command has ended.
-func (s *stdinPipe) writeInput(ctx context.Context, input string, bufs buffers) {
+// writeInput writes input, then closes the pipe unless keep, then calls
+// done, which gives input's bytes back to the Runner's budget: input is
+// not referenced after it returns. It runs in its own goroutine, started
+// by startStdin and waited for by Process.wait (see endStdin). It ends
+// once the input is written, or the write fails (the command closed its
+// stdin or ended: EPIPE is normal for a command that does not read it
+// all), or ctx ends, or the command has ended.
+func (s *stdinPipe) writeInput(ctx context.Context, input string, bufs buffers, done func()) {
 	defer close(s.inputDone)
+	defer done()
 	_, _ = s.copy(ctx, strings.NewReader(input), 0, bufs)
 	if !s.keep {
 		s.mu.Lock()

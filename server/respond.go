@@ -77,6 +77,8 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		code, msg = http.StatusBadRequest, err.Error()
 	case errors.Is(err, executor.ErrBusy), errors.Is(err, procs.ErrTooMany):
 		code, msg = http.StatusServiceUnavailable, err.Error()
+	case errors.Is(err, executor.ErrInputBudget), errors.Is(err, sessions.ErrEnvBudget):
+		code, msg = http.StatusServiceUnavailable, err.Error()
 	case errors.Is(err, procs.ErrNotFound), errors.Is(err, procs.ErrNotRunning):
 		code, msg, extra = http.StatusBadRequest, err.Error(), map[string]any{"success": false}
 	case errors.Is(err, terminals.ErrNotFound):
@@ -92,6 +94,8 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.Is(err, sessions.ErrExists):
 		code, msg = http.StatusConflict, err.Error()
 	case errors.Is(err, sessions.ErrInvalid), errors.Is(err, executor.ErrUnknownUser):
+		code, msg = http.StatusBadRequest, err.Error()
+	case errors.Is(err, sessions.ErrUserMismatch):
 		code, msg = http.StatusBadRequest, err.Error()
 	case errors.Is(err, executor.ErrNotPrivileged):
 		code, msg = http.StatusForbidden, err.Error()

@@ -101,12 +101,13 @@ func startError(err error) error {
 // client can act on, which writeError answers with a 4xx or a 503.
 func isClientStartError(err error) bool {
 	return errors.Is(err, executor.ErrInvalidDir) || errors.Is(err, executor.ErrInvalidCommand) ||
-		errors.Is(err, executor.ErrBusy) || errors.Is(err, executor.ErrNotPrivileged)
+		errors.Is(err, executor.ErrBusy) || errors.Is(err, executor.ErrNotPrivileged) ||
+		errors.Is(err, executor.ErrInputBudget)
 }
 
 // timeoutMessage is the error of a command its timeout stopped.
-func timeoutMessage(c executor.Command) string {
-	return fmt.Sprintf("command timed out after %s", c.Timeout)
+func timeoutMessage(timeout time.Duration) string {
+	return fmt.Sprintf("command timed out after %s", timeout)
 }
 
 // handleRun serves POST /run: it runs a command to the end and replies
@@ -117,22 +118,28 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	timeout := c.Timeout
+	// c is not kept: its input is the command's to hold until written,
+	// which the input budget counts (see executor.Runner.MaxInput).
 	out, err := s.runner.Run(r.Context(), c)
 	if err != nil {
-		call.Finish(nil)
+		_ = call.Finish(nil) // nothing ran, nothing to commit
 		return startError(err)
 	}
-	call.Finish(&out.Result)
+	var sessionErr string
+	if err := call.Finish(&out.Result); err != nil {
+		sessionErr = err.Error()
+	}
 	var msg string
 	switch {
 	case out.TimedOut:
-		msg = timeoutMessage(c)
+		msg = timeoutMessage(timeout)
 	case out.Code != 0:
 		msg = "Non-zero exit code" // the first implementation's words, which clients match
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
-	_ = writeRunReply(w, &out, msg) // an error here means the client left
+	_ = writeRunReply(w, &out, msg, sessionErr) // an error here means the client left
 	return nil
 }
 
@@ -142,22 +149,22 @@ const smallReply = 8 << 10
 
 // writeRunReply writes the JSON body of a /run reply to w:
 //
-//	{"stdout":"...","stderr":"...","error":"...","code":N,"truncated":true}
+//	{"stdout":"...","stderr":"...","error":"...","code":N,"truncated":true,"session_error":"..."}
 //
-// with error only when msg is not empty and truncated only when true,
-// followed by a newline, as encoding/json's Encoder would write it, except
+// with error only when msg is not empty, truncated only when true and
+// session_error only when sessionErr is not empty, followed by a newline, as encoding/json's Encoder would write it, except
 // that '<', '>' and '&' are not escaped (as in /run_streaming's events).
 // Output is escaped straight from out's buffers in bounded pieces (see
 // sse.JSONString): however large the output, and escaping can make it six
 // times larger, the reply is never built whole.
-func writeRunReply(w io.Writer, out *executor.Output, msg string) error {
+func writeRunReply(w io.Writer, out *executor.Output, msg, sessionErr string) error {
 	if len(out.Stdout)+len(out.Stderr) <= smallReply {
 		b := make([]byte, 0, 64+len(msg)+2*(len(out.Stdout)+len(out.Stderr)))
 		b = append(b, `{"stdout":`...)
 		b = sse.AppendJSONString(b, out.Stdout)
 		b = append(b, `,"stderr":`...)
 		b = sse.AppendJSONString(b, out.Stderr)
-		b = appendRunReplyEnd(b, out, msg)
+		b = appendRunReplyEnd(b, out, msg, sessionErr)
 		_, err := w.Write(b)
 		return err
 	}
@@ -173,13 +180,13 @@ func writeRunReply(w io.Writer, out *executor.Output, msg string) error {
 	if err := writeJSONString(w, out.Stderr); err != nil {
 		return err
 	}
-	_, err := w.Write(appendRunReplyEnd(nil, out, msg))
+	_, err := w.Write(appendRunReplyEnd(nil, out, msg, sessionErr))
 	return err
 }
 
 // appendRunReplyEnd appends the fields of a /run reply after stderr, and
 // the closing brace and newline.
-func appendRunReplyEnd(b []byte, out *executor.Output, msg string) []byte {
+func appendRunReplyEnd(b []byte, out *executor.Output, msg, sessionErr string) []byte {
 	if msg != "" {
 		b = append(b, `,"error":`...)
 		b = sse.AppendJSONString(b, []byte(msg))
@@ -188,6 +195,10 @@ func appendRunReplyEnd(b []byte, out *executor.Output, msg string) []byte {
 	b = strconv.AppendInt(b, int64(out.Code), 10)
 	if out.Truncated {
 		b = append(b, `,"truncated":true`...)
+	}
+	if sessionErr != "" {
+		b = append(b, `,"session_error":`...)
+		b = sse.AppendJSONString(b, []byte(sessionErr))
 	}
 	return append(b, "}\n"...)
 }
@@ -222,6 +233,9 @@ func (s *Server) handleRunStreaming(w http.ResponseWriter, r *http.Request) erro
 	if err != nil {
 		return err
 	}
+	// Neither req nor c is kept once the command has started: its input
+	// is the command's to hold until written (see executor.Runner.MaxInput).
+	pings, timeout := wantsPings(r, req), c.Timeout
 	// A client that stalls past the stall timeout has not closed the
 	// connection, so r.Context() lives on: the stream ends the command
 	// itself when a write fails.
@@ -234,7 +248,7 @@ func (s *Server) handleRunStreaming(w http.ResponseWriter, r *http.Request) erro
 	st.mu.Lock()
 	p, err := s.runner.Start(ctx, c, st.addLines)
 	if err != nil {
-		call.Finish(nil)
+		_ = call.Finish(nil) // nothing ran, nothing to commit
 		st.mu.Unlock()
 		if isClientStartError(err) {
 			return err
@@ -247,7 +261,7 @@ func (s *Server) handleRunStreaming(w http.ResponseWriter, r *http.Request) erro
 	st.mu.Unlock()
 
 	var ping <-chan time.Time
-	if wantsPings(r, req) {
+	if pings {
 		t := time.NewTicker(s.cfg.KeepAlive)
 		defer t.Stop()
 		ping = t.C
@@ -256,16 +270,21 @@ func (s *Server) handleRunStreaming(w http.ResponseWriter, r *http.Request) erro
 		select {
 		case <-p.Done():
 			res := p.Wait()
-			call.Finish(&res)
 			type complete struct {
 				Code      int    `json:"code"`
 				Error     bool   `json:"error"`
 				Message   string `json:"message,omitempty"` // only for a timeout
 				Truncated bool   `json:"truncated,omitempty"`
+				// SessionError says why a session's command left its state
+				// uncommitted (the session environment budget).
+				SessionError string `json:"session_error,omitempty"`
 			}
 			done := complete{Code: res.Code, Error: res.Code != 0, Truncated: res.Truncated}
+			if err := call.Finish(&res); err != nil {
+				done.SessionError = err.Error()
+			}
 			if res.TimedOut {
-				done.Message = timeoutMessage(c)
+				done.Message = timeoutMessage(timeout)
 			}
 			st.mu.Lock()
 			defer st.mu.Unlock()

@@ -130,7 +130,11 @@ func (s *Server) sessionCommand(session, user string, c executor.Command, foregr
 		if err != nil {
 			return c, nil, err
 		}
-		return call.Command, call, nil
+		c = call.Command
+		// The call does not keep the input: the command holds it until
+		// written, which the input budget counts.
+		call.Command.Input = ""
+		return c, call, nil
 	}
 	c, err = s.sessions.Background(session, c)
 	return c, nil, err

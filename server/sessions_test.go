@@ -203,3 +203,34 @@ func TestUserNotRoot(t *testing.T) {
 	code, _ = call(t, ts, http.MethodPost, "/create_session", map[string]any{"user": "no-such-user-anywhere"})
 	assert.Equal(t, http.StatusForbidden, code, "refused before the user is even looked up")
 }
+
+// A command whose own user is not its session's is refused with 400, in
+// either direction, on every endpoint that takes a session; the session's
+// own user, named, is fine.
+func TestSessionUserMismatch(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: only root can run commands as another user")
+	}
+	ts, _ := newTestServer(t)
+	code, body := call(t, ts, http.MethodPost, "/create_session", map[string]any{"id": "n", "user": "nobody", "workdir": "temp"})
+	require.Equal(t, http.StatusCreated, code, body)
+	code, body = call(t, ts, http.MethodPost, "/create_session", map[string]any{"id": "r"})
+	require.Equal(t, http.StatusCreated, code, body)
+	for _, tc := range []struct{ session, user, want string }{
+		{"n", "root", "a session's commands run as the session's user: session n runs as nobody, not as root; create a session for root"},
+		{"n", "0", "a session's commands run as the session's user: session n runs as nobody, not as root; create a session for root"},
+		{"r", "nobody", "a session's commands run as the session's user: session r runs as root, not as nobody; create a session for nobody"},
+	} {
+		for _, path := range []string{"/run", "/run_streaming", "/start_process", "/start_terminal"} {
+			code, body := call(t, ts, http.MethodPost, path, map[string]any{"cmd": "true", "session": tc.session, "user": tc.user})
+			assert.Equal(t, http.StatusBadRequest, code, path)
+			assert.Equal(t, tc.want, body["error"], path)
+		}
+	}
+	code, body = call(t, ts, http.MethodPost, "/run", map[string]any{"cmd": "id -u", "session": "n", "user": "65534"})
+	require.Equal(t, http.StatusOK, code, body)
+	assert.Equal(t, "65534\n", body["stdout"])
+	code, body = call(t, ts, http.MethodPost, "/run", map[string]any{"cmd": "id -u", "session": "r", "user": "root"})
+	require.Equal(t, http.StatusOK, code, body)
+	assert.Equal(t, "0\n", body["stdout"])
+}

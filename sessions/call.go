@@ -2,6 +2,7 @@ package sessions
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -30,10 +31,11 @@ type Call struct {
 
 // Call returns c made into a command of session id; see Call. A request's
 // positive Timeout wins over the session's. It returns an error wrapping
-// ErrNotFound for an unknown id, or the system's if the state file could
+// ErrNotFound for an unknown id, ErrUserMismatch for a c.User that is not
+// the session's user (see use), or the system's if the state file could
 // not be made.
 func (r *Registry) Call(id string, c executor.Command) (*Call, error) {
-	s, cwd, env, err := r.use(id, true)
+	s, cwd, env, err := r.use(id, &c, true)
 	if err != nil {
 		return nil, err
 	}
@@ -75,9 +77,9 @@ func (r *Registry) source() sourceSupport {
 // request's own cwd, env and user apply as for Call; the session's
 // timeout does not (a server is not a command that should end). Its
 // process group is the session's, which Delete kills. It returns an error
-// wrapping ErrNotFound for an unknown id.
+// wrapping ErrNotFound for an unknown id, or ErrUserMismatch as Call does.
 func (r *Registry) Background(id string, c executor.Command) (executor.Command, error) {
-	s, cwd, env, err := r.use(id, false)
+	s, cwd, env, err := r.use(id, &c, false)
 	if err != nil {
 		return c, err
 	}
@@ -88,12 +90,29 @@ func (r *Registry) Background(id string, c executor.Command) (executor.Command, 
 // use returns the session id names and the state to start from, and marks
 // it used; a foreground command counts as running from now on, so the
 // janitor cannot expire the session under it.
-func (r *Registry) use(id string, foreground bool) (*Session, string, []string, error) {
+//
+// c's own User, if set, must be the session's user (the same uid): it is
+// then dropped, and c runs as the session's user. Another user is refused
+// with an error wrapping ErrUserMismatch, in either direction: root must
+// not run what nobody's PATH, LD_PRELOAD or ENV names, and nobody's
+// command must not get the state of root's session.
+func (r *Registry) use(id string, c *executor.Command, foreground bool) (*Session, string, []string, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s, ok := r.sessions[id]
 	if !ok {
 		return nil, "", nil, notFound(id)
+	}
+	if c.User != nil {
+		uid := r.agentUID
+		if s.user != nil {
+			uid = s.user.UID
+		}
+		if c.User.UID != uid {
+			return nil, "", nil, fmt.Errorf("%w: session %s runs as %s, not as %s; create a session for %s",
+				ErrUserMismatch, id, s.userName, c.User.Name, c.User.Name)
+		}
+		c.User = nil
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -104,10 +123,9 @@ func (r *Registry) use(id string, foreground bool) (*Session, string, []string, 
 	return s, s.cwd, s.env, nil
 }
 
-// prepare makes c start from the state cwd and env of s. A relative c.Dir
-// is taken from cwd. c.Env, and the HOME, USER and LOGNAME of a c.User of
-// the request's own, are laid over env: that overlay is returned, with the
-// directory the command starts in.
+// prepare makes c start from the state cwd and env of s, as its user. A
+// relative c.Dir is taken from cwd. c.Env is laid over env: that overlay
+// is returned, with the directory the command starts in.
 func (s *Session) prepare(c executor.Command, cwd string, env []string) (executor.Command, string, map[string]string) {
 	dir := cwd
 	if c.Dir != "" {
@@ -118,11 +136,7 @@ func (s *Session) prepare(c executor.Command, cwd string, env []string) (executo
 		dir = filepath.Clean(dir)
 	}
 	overlay := c.Env
-	if c.User != nil {
-		overlay = mergeEnv(c.User.Env(), c.Env)
-	} else {
-		c.User = s.user
-	}
+	c.User = s.user // use has refused any other
 	base := make([]string, len(env), len(env)+1)
 	copy(base, env)
 	// A shell trusts PWD when it names its directory: it is what pwd and
@@ -136,13 +150,16 @@ func (s *Session) prepare(c executor.Command, cwd string, env []string) (executo
 // it never started. If the shell exited by itself (whatever its exit
 // code; not killed by a signal or its timeout) and left a whole state,
 // the session takes that state, unless the session was deleted meanwhile.
-// What the request set for this command alone (cwd, env, user) is not
+// What the request set for this command alone (cwd, env) is not
 // kept unless the command changed it: its directory if it ended where it
 // started, and each variable of the overlay still at the request's value,
-// are the session's as they were. A nil c does nothing.
-func (c *Call) Finish(res *executor.Result) {
+// are the session's as they were. A state that would take the
+// environments of all sessions past Options.MaxEnvBytes is not committed:
+// Finish then returns an error wrapping ErrEnvBudget, which the command's
+// client must be told. A nil c does nothing.
+func (c *Call) Finish(res *executor.Result) error {
 	if c == nil {
-		return
+		return nil
 	}
 	defer c.r.states.put(c.state)
 	var cwd string
@@ -157,7 +174,7 @@ func (c *Call) Finish(res *executor.Result) {
 	if ok {
 		cwd, env = c.own(cwd, env)
 	}
-	c.s.end(c.r, ok, cwd, env)
+	return c.s.end(c.r, ok, cwd, env)
 }
 
 // own returns the state a command ended with, cwd and env, without what
@@ -181,19 +198,28 @@ func (c *Call) own(cwd string, env []string) (string, []string) {
 }
 
 // end records that a foreground command of s has ended, and commits its
-// state if ok.
-func (s *Session) end(r *Registry, ok bool, cwd string, env []string) {
+// state if ok and the budget takes its environment; if not, the error
+// wraps ErrEnvBudget.
+func (s *Session) end(r *Registry, ok bool, cwd string, env []string) error {
+	var err error
 	s.mu.Lock()
 	s.calls--
 	s.lastUsed = time.Now()
 	if ok && !s.deleted {
-		s.cwd, s.env = cwd, env
+		n := envSize(env)
+		if err = s.envs.resize(s.envBytes, n, "this command's state needs"); err == nil {
+			s.cwd, s.env, s.envBytes = cwd, env, n
+		}
 	}
 	idle := s.calls == 0 && s.idle > 0
 	s.mu.Unlock()
 	if idle {
 		r.kickJanitor() // its deadline starts now
 	}
+	if err != nil {
+		return fmt.Errorf("the session's state was not saved: %w", err)
+	}
+	return nil
 }
 
 // passable reports whether every entry of env can be given to a process:
@@ -217,16 +243,4 @@ func indexEnv(env []string, name string) int {
 		}
 	}
 	return -1
-}
-
-// mergeEnv returns a's variables with b's laid over them.
-func mergeEnv(a, b map[string]string) map[string]string {
-	m := make(map[string]string, len(a)+len(b))
-	for k, v := range a {
-		m[k] = v
-	}
-	for k, v := range b {
-		m[k] = v
-	}
-	return m
 }

@@ -58,8 +58,9 @@ func ValidID(id string) bool {
 
 // Create creates a session and returns it, with created true; or, with
 // cfg.Reuse, the existing session of that id, with created false. Its
-// errors wrap ErrInvalid (a bad id, cwd or env), ErrExists, ErrTooMany or
-// ErrClosed, or are the system's (a temp workdir that could not be made).
+// errors wrap ErrInvalid (a bad id, cwd or env), ErrExists, ErrTooMany,
+// ErrEnvBudget or ErrClosed, or are the system's (a temp workdir that
+// could not be made).
 func (r *Registry) Create(cfg Config) (s *Session, created bool, err error) {
 	if cfg.ID == "" {
 		cfg.ID = uuid.NewString()
@@ -126,20 +127,19 @@ func (r *Registry) addLocked(s *Session) (*Session, error) {
 	return nil, nil
 }
 
-// newSession makes the record of a session, and its temp workdir if it
-// asks for one.
+// newSession makes the record of a session, takes its environment's
+// bytes from the budget (an error wrapping ErrEnvBudget if they do not
+// fit), and makes its temp workdir if it asks for one.
 func (r *Registry) newSession(cfg Config) (*Session, error) {
 	now := time.Now()
 	s := &Session{id: cfg.ID, user: cfg.User, userName: r.agentUser, idle: cfg.IdleTimeout,
-		timeout: cfg.Timeout, createdAt: now, lastUsed: now, pruneAt: 16}
+		timeout: cfg.Timeout, createdAt: now, lastUsed: now, pruneAt: 16, envs: &r.envs}
 	if cfg.User != nil {
 		s.userName = cfg.User.Name
 	}
 	var err error
 	switch {
-	case cfg.TempWorkdir:
-		s.workdir, err = r.makeWorkdir(cfg.User)
-		s.cwd = s.workdir
+	case cfg.TempWorkdir: // made last, once nothing else can fail
 	case cfg.Cwd != "":
 		s.cwd, err = checkCwd(cfg.Cwd)
 	default:
@@ -153,6 +153,17 @@ func (r *Registry) newSession(cfg Config) (*Session, error) {
 		env = appendEnv(env, cfg.User.Env())
 	}
 	s.env = appendEnv(env, cfg.Env)
+	s.envBytes = envSize(s.env)
+	if err := r.envs.take(s.envBytes, "a new session needs"); err != nil {
+		return nil, err
+	}
+	if cfg.TempWorkdir {
+		if s.workdir, err = r.makeWorkdir(cfg.User); err != nil {
+			r.envs.give(s.envBytes)
+			return nil, err
+		}
+		s.cwd = s.workdir
+	}
 	return s, nil
 }
 

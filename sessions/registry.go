@@ -35,6 +35,12 @@ var (
 	ErrTooMany = errors.New("too many sessions")
 	// ErrClosed is returned by Create after Close.
 	ErrClosed = errors.New("session registry closed")
+	// ErrUserMismatch is returned by Call and Background for a command
+	// whose own user is not the session's. The state of a session is its
+	// user's to change (PATH, LD_PRELOAD, ENV): a command of another user
+	// started from it would run what that user put there, as root for a
+	// root command in a session of nobody's.
+	ErrUserMismatch = errors.New("a session's commands run as the session's user")
 )
 
 func notFound(id string) error { return fmt.Errorf("%w: %s", ErrNotFound, id) }
@@ -58,6 +64,13 @@ type Options struct {
 	// KillWait bounds how long the deletion of an expired session waits
 	// for its commands to be gone. If zero, 3 s.
 	KillWait time.Duration
+	// MaxEnvBytes bounds the environments of all sessions together,
+	// counting each entry's length and 16 bytes. Create refuses a session
+	// whose environment would pass it, and a command whose state would
+	// take the total past it is not committed (Call.Finish says so); both
+	// errors wrap ErrEnvBudget. A deleted session gives its bytes back. If
+	// zero, 64 MiB.
+	MaxEnvBytes int64
 }
 
 // Registry holds the sessions. Close deletes them all.
@@ -65,7 +78,9 @@ type Registry struct {
 	runner    *executor.Runner
 	opts      Options
 	states    statePool // the state files, in a directory of their own
+	envs      envBudget // the bytes of every session's environment
 	agentUser string    // the name commands run as without a user
+	agentUID  uint32    // the uid they run as
 	// sourceOnce sets sourceKind, whether the shell has `source`, at the
 	// first command that needs it.
 	sourceOnce sync.Once
@@ -90,13 +105,17 @@ func New(runner *executor.Runner, opts Options) (*Registry, error) {
 	if opts.KillWait <= 0 {
 		opts.KillWait = 3 * time.Second
 	}
+	if opts.MaxEnvBytes <= 0 {
+		opts.MaxEnvBytes = defaultMaxEnvBytes
+	}
 	dir, err := makeStateDir(opts.StateDir)
 	if err != nil {
 		return nil, err
 	}
 	r := &Registry{runner: runner, opts: opts, states: statePool{dir: dir}, agentUser: currentUser(),
-		kick: make(chan struct{}, 1), sessions: map[string]*Session{}}
+		agentUID: uint32(os.Geteuid()), kick: make(chan struct{}, 1), sessions: map[string]*Session{}}
 	ctx, stop := context.WithCancel(context.Background())
+	r.envs.max = opts.MaxEnvBytes
 	r.stop = stop
 	r.wg.Add(1)
 	go r.janitor(ctx)
@@ -160,6 +179,13 @@ func (r *Registry) Delete(ctx context.Context, id string) error {
 	}
 	return s.destroy(ctx)
 }
+
+// EnvBytes returns what the environments of all sessions cost now, as
+// Options.MaxEnvBytes counts it; EnvBudget returns that bound.
+func (r *Registry) EnvBytes() int64 { return r.envs.used.Load() }
+
+// EnvBudget returns Options.MaxEnvBytes, or its default.
+func (r *Registry) EnvBudget() int64 { return r.envs.max }
 
 // Close stops Create, ends the janitor and deletes every session, as
 // Delete does, within ctx; then it removes the state directory.

@@ -20,6 +20,7 @@ type Session struct {
 	idle      time.Duration  // 0: never expires
 	timeout   time.Duration  // default timeout of its commands; 0: none
 	createdAt time.Time
+	envs      *envBudget // the registry's, which envBytes counts in
 
 	// mu guards the fields below. The state (cwd, env) is replaced whole
 	// by each commit, never modified in place: a command holds the slice
@@ -27,6 +28,7 @@ type Session struct {
 	mu       sync.Mutex
 	cwd      string
 	env      []string // the whole environment, "NAME=value"
+	envBytes int64    // envSize(env), counted in envs; 0 once deleted
 	lastUsed time.Time
 	calls    int                 // foreground commands running (Call to Finish)
 	procs    []*executor.Process // started in the session; those whose group may have members
@@ -111,13 +113,15 @@ func (s *Session) destroy(ctx context.Context) error {
 	return s.cleanUp(ctx, s.kill())
 }
 
-// kill marks s deleted and sends SIGKILL to every process group started
-// in it, and to every process of the terminals started in it (an
-// interactive shell puts each job in a group of its own). It returns the
-// processes, for cleanUp.
+// kill marks s deleted, gives its environment's bytes back to the
+// budget, and sends SIGKILL to every process group started in it, and to
+// every process of the terminals started in it (an interactive shell puts
+// each job in a group of its own). It returns the processes, for cleanUp.
 func (s *Session) kill() []*executor.Process {
 	s.mu.Lock()
 	s.deleted = true
+	s.envs.give(s.envBytes)
+	s.envBytes = 0
 	procs := s.procs
 	s.procs = nil
 	s.mu.Unlock()

@@ -42,11 +42,15 @@ func TestUserNobody(t *testing.T) {
 	out := run(t, r, runner, "n", sh("touch /root/nope"))
 	assert.NotEqual(t, 0, out.Code, "nobody may not write there")
 
-	// A request's own user, for one command.
+	// A request's own user must be the session's (see
+	// TestUserMismatchRefused); the same user is fine.
 	c := sh(`id -u; echo "$USER $HOME"`)
 	c.User, err = runner.LookupUser("root")
 	require.NoError(t, err)
-	assert.Equal(t, "0\nroot /root\n", string(run(t, r, runner, "n", c).Stdout))
+	_, err = r.Call("n", c)
+	assert.ErrorIs(t, err, ErrUserMismatch)
+	c.User = nobody
+	assert.Equal(t, "65534\nnobody /nonexistent\n", string(run(t, r, runner, "n", c).Stdout))
 	assert.Equal(t, "nobody\n", stdout(t, r, runner, "n", `echo "$USER"`))
 
 	// A cwd the user may not enter is the request's fault.
@@ -72,4 +76,50 @@ func TestUserNotPrivileged(t *testing.T) {
 	assert.ErrorIs(t, err, executor.ErrNotPrivileged)
 	_, err = runner.Run(t.Context(), executor.Command{Cmd: "true", User: &executor.User{Name: "nobody", UID: 65534, GID: 65534}})
 	assert.ErrorIs(t, err, executor.ErrNotPrivileged)
+}
+
+// Issue 4: nobody exported a PATH with its own bin/id in its session, and
+// a user: root /run in that session ran that id as root. A command whose
+// own user is not its session's is refused, in either direction, for
+// foreground and background commands alike; the state is never used.
+func TestUserMismatchRefused(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: only root can run commands as another user")
+	}
+	r, runner := newTestRegistry(t)
+	nobody, err := runner.LookupUser("nobody")
+	require.NoError(t, err)
+	root, err := runner.LookupUser("root")
+	require.NoError(t, err)
+	s := create(t, r, Config{ID: "n", User: nobody, TempWorkdir: true})
+	bin := s.Info().Cwd + "/bin"
+	marker := s.Info().Cwd + "/pwned"
+	stdout(t, r, runner, "n", `mkdir bin && printf '#!/bin/sh\ntouch `+marker+`\necho uid=0\n' >bin/id && chmod +x bin/id && export PATH="`+bin+`:$PATH"`)
+	require.Equal(t, "uid=0\n", stdout(t, r, runner, "n", "id"), "nobody's own id is first in its PATH")
+	require.NoError(t, os.Remove(marker))
+
+	c := sh("id")
+	c.User = root
+	call, err := r.Call("n", c)
+	if err == nil { // it would be the attack: run it, to show what it does
+		out, err := runner.Run(t.Context(), call.Command)
+		require.NoError(t, err)
+		call.Finish(&out.Result)
+	}
+	assert.ErrorIs(t, err, ErrUserMismatch)
+	assert.EqualError(t, err, "a session's commands run as the session's user: session n runs as nobody, not as root; create a session for root")
+	_, err = r.Background("n", c)
+	assert.ErrorIs(t, err, ErrUserMismatch)
+	assert.NoFileExists(t, marker, "nobody's id never ran as root")
+
+	create(t, r, Config{ID: "agent"}) // the agent's own user: root
+	stdout(t, r, runner, "agent", "export ROOT_ONLY=1")
+	c = sh("echo ${ROOT_ONLY:-none}")
+	c.User = nobody
+	_, err = r.Call("agent", c)
+	assert.ErrorIs(t, err, ErrUserMismatch)
+	_, err = r.Background("agent", c)
+	assert.ErrorIs(t, err, ErrUserMismatch)
+	c.User = root // the session's own user, named: allowed
+	assert.Equal(t, "1\n", string(run(t, r, runner, "agent", c).Stdout))
 }

@@ -48,6 +48,8 @@ type config struct {
 	maxCmds      int           // running commands of every kind; 0: executor.Runner's default
 	maxProcs     int           // running background processes; 0: procs.Options' default
 	logBudget    int           // bytes of retained log lines in all; 0: procs.Options' default
+	inputBudget  int           // bytes of commands' input not yet read, in all; 0: executor.Runner's default
+	envBudget    int           // bytes of every session's environment, in all; 0: sessions.Options' default
 	maxUpload    int           // bytes one upload to /files may have; 0: no limit
 	metricsOpen  bool          // GET /metrics without a token
 	maxTunnels   int           // tunnels open at once; 0: tunnels.Registry's default
@@ -95,6 +97,8 @@ func parseConfig(args []string, getenv func(string) string, output io.Writer) (c
 	fs.String("max-commands", "0", "`number` of commands running at once, background processes included; past it, 503; 0 means an eighth of the open-file limit, at most 2000 (env SANDBOX_MAX_COMMANDS)")
 	fs.String("max-processes", "0", "`number` of background processes running at once; past it, 503; 0 means 1000, or an eighth of the open-file limit if lower (env SANDBOX_MAX_PROCESSES)")
 	fs.String("log-budget", "0", "`size` of the log lines kept for all background processes together, e.g. 256MiB; past it the biggest lose their oldest lines first; 0 means 128MiB (env SANDBOX_LOG_BUDGET)")
+	fs.String("input-budget", "0", "`size` of the input (the input field) held for all commands together until they read it, e.g. 512MiB; past it, 503; 0 means 256MiB (env SANDBOX_INPUT_BUDGET)")
+	fs.String("session-env-budget", "0", "`size` of the environments of all sessions together, e.g. 128MiB; past it, 503 for a new session, and a command's state is not saved; 0 means 64MiB (env SANDBOX_SESSION_ENV_BUDGET)")
 	fs.String("max-upload", "0", "`size` of one upload to /files at most, e.g. 1GiB; past it, 413; 0 means no limit (env SANDBOX_MAX_UPLOAD)")
 	fs.String("max-tunnels", "0", "`number` of CONNECT and WebSocket tunnels open at once; past it, 503; 0 means 1024 (env SANDBOX_MAX_TUNNELS)")
 	fs.Bool("trust-forwarded-host", false, "route previews by X-Forwarded-Host before Host, and pass X-Forwarded-Host and -Proto on to apps: only behind an edge that sets them (env SANDBOX_TRUST_FORWARDED_HOST)")
@@ -197,6 +201,12 @@ func (p *configParser) config() (config, error) {
 		return c, err
 	}
 	if c.logBudget, err = p.size("log-budget", "SANDBOX_LOG_BUDGET"); err != nil {
+		return c, err
+	}
+	if c.inputBudget, err = p.size("input-budget", "SANDBOX_INPUT_BUDGET"); err != nil {
+		return c, err
+	}
+	if c.envBudget, err = p.size("session-env-budget", "SANDBOX_SESSION_ENV_BUDGET"); err != nil {
 		return c, err
 	}
 	if c.maxUpload, err = p.size("max-upload", "SANDBOX_MAX_UPLOAD"); err != nil {

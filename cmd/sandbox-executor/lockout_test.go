@@ -18,28 +18,30 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// limitedAgent is the agent run as a process of its own, by
-// startLimitedAgent.
-type limitedAgent struct {
+// agentProcess is the agent run as a process of its own, by execAgent.
+type agentProcess struct {
 	cmd  *exec.Cmd
 	addr string        // the API's host:port
 	logs chan struct{} // closed once the agent's stderr is drained
 }
 
-// startLimitedAgent runs the test binary as the agent, with a limit of
-// nofile open files that it cannot raise, until the test ends.
-func startLimitedAgent(t *testing.T, nofile int) *limitedAgent {
+// execAgent runs the test binary as the agent, on loopback ports, with
+// the test's environment, env and SANDBOX_SECRET (unless env sets it), and
+// args after the address flags, until the test ends. The agent is
+// exec'd by sh -c prefix+`exec "$0" "$@"`, so that prefix can set its
+// limits; its pid is the shell's.
+func execAgent(t *testing.T, prefix string, env []string, args ...string) *agentProcess {
 	t.Helper()
 	exe, err := os.Executable()
 	require.NoError(t, err)
-	// ulimit -n sets the hard limit too, so Go cannot raise the soft one.
-	cmd := exec.Command("/bin/sh", "-c", `ulimit -n `+strconv.Itoa(nofile)+` && exec "$0" "$@"`,
-		exe, "-addr", "127.0.0.1:0", "-proxy-addr", "127.0.0.1:0")
+	cmd := exec.Command("/bin/sh", append([]string{"-c", prefix + `exec "$0" "$@"`,
+		exe, "-addr", "127.0.0.1:0", "-proxy-addr", "127.0.0.1:0"}, args...)...)
 	cmd.Env = append(os.Environ(), agentEnv+"=1", "SANDBOX_SECRET="+testSecret, "LOG_LEVEL=info")
+	cmd.Env = append(cmd.Env, env...) // exec keeps the last of duplicate keys
 	stderr, err := cmd.StderrPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())
-	a := &limitedAgent{cmd: cmd, logs: make(chan struct{})}
+	a := &agentProcess{cmd: cmd, logs: make(chan struct{})}
 	addrc := make(chan string, 1)
 	go func() { // drains the agent's stderr; it ends when the agent exits
 		defer close(a.logs)
@@ -71,7 +73,16 @@ func startLimitedAgent(t *testing.T, nofile int) *limitedAgent {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the agent did not listen within 10 s")
 	}
-	limits, err := os.ReadFile("/proc/" + strconv.Itoa(cmd.Process.Pid) + "/limits")
+	return a
+}
+
+// startLimitedAgent runs the test binary as the agent, with a limit of
+// nofile open files that it cannot raise, until the test ends.
+func startLimitedAgent(t *testing.T, nofile int) *agentProcess {
+	t.Helper()
+	// ulimit -n sets the hard limit too, so Go cannot raise the soft one.
+	a := execAgent(t, `ulimit -n `+strconv.Itoa(nofile)+` && `, nil)
+	limits, err := os.ReadFile("/proc/" + strconv.Itoa(a.cmd.Process.Pid) + "/limits")
 	require.NoError(t, err)
 	require.Regexp(t, `Max open files\s+`+strconv.Itoa(nofile)+`\s`, string(limits))
 	return a

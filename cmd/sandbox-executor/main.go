@@ -114,12 +114,14 @@ func (o options) run(ctx context.Context, args []string, getenv func(string) str
 	}
 
 	apiPort, proxyPort := apiLn.Addr().(*net.TCPAddr).Port, proxyLn.Addr().(*net.TCPAddr).Port
-	runner := &executor.Runner{MaxRunning: cfg.maxCmds}
+	// Every child starts from the agent's environment without its
+	// credentials, which have been read above (see isCredentialEnv).
+	runner := &executor.Runner{MaxRunning: cfg.maxCmds, MaxInput: int64(cfg.inputBudget), Env: childEnviron(os.Environ())}
 	if os.Getpid() == 1 {
 		// As init, the agent inherits every orphan; see executor.Reaper.
 		runner.Reaper = executor.NewReaper()
 	}
-	sess, err := sessions.New(runner, sessions.Options{})
+	sess, err := sessions.New(runner, sessions.Options{MaxEnvBytes: int64(cfg.envBudget)})
 	if err != nil {
 		apiLn.Close()
 		proxyLn.Close()
@@ -212,7 +214,7 @@ func (o options) run(ctx context.Context, args []string, getenv func(string) str
 		signal.Notify(sigc, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP,
 			syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2)
 		defer signal.Stop(sigc)
-		child, err = o.startMain(runCtx, &wg, sigc, cfg.command, stderr, log, runner.Reaper)
+		child, err = o.startMain(runCtx, &wg, sigc, cfg.command, runner, stderr, log)
 		if child != nil {
 			childDone = child.done
 		}

@@ -25,7 +25,7 @@ import (
 )
 
 // agentEnv, set to 1, makes the test binary run as the agent itself: see
-// startLimitedAgent.
+// execAgent.
 const agentEnv = "SANDBOX_EXECUTOR_TEST_AS_AGENT"
 
 func TestMain(m *testing.M) {
@@ -248,6 +248,23 @@ func TestParseConfig(t *testing.T) {
 			wantErr: `invalid max-commands "many" (from -max-commands)`},
 		{name: "bad log budget", env: map[string]string{"SANDBOX_LOG_BUDGET": "64 parsecs"},
 			wantErr: `invalid log-budget "64 parsecs" (from SANDBOX_LOG_BUDGET)`},
+		{name: "input and session env budgets from env",
+			env: map[string]string{"SANDBOX_INPUT_BUDGET": "512MiB", "SANDBOX_SESSION_ENV_BUDGET": "1GiB"},
+			check: func(t *testing.T, c config) {
+				assert.Equal(t, 512<<20, c.inputBudget)
+				assert.Equal(t, 1<<30, c.envBudget)
+			}},
+		{name: "input and session env budgets, flags win",
+			args: []string{"-input-budget", "1m", "-session-env-budget", "2m"},
+			env:  map[string]string{"SANDBOX_INPUT_BUDGET": "512MiB", "SANDBOX_SESSION_ENV_BUDGET": "1GiB"},
+			check: func(t *testing.T, c config) {
+				assert.Equal(t, 1<<20, c.inputBudget)
+				assert.Equal(t, 2<<20, c.envBudget)
+			}},
+		{name: "bad input budget", env: map[string]string{"SANDBOX_INPUT_BUDGET": "some"},
+			wantErr: `invalid input-budget "some" (from SANDBOX_INPUT_BUDGET)`},
+		{name: "bad session env budget", args: []string{"-session-env-budget", "-1"},
+			wantErr: `invalid session-env-budget "-1" (from -session-env-budget)`},
 		{name: "no upload limit by default",
 			check: func(t *testing.T, c config) { assert.Equal(t, 0, c.maxUpload) }},
 		{name: "upload limit from env", env: map[string]string{"SANDBOX_MAX_UPLOAD": "2GiB"},
@@ -361,9 +378,11 @@ func TestParseConfigFlagErrors(t *testing.T) {
 	assert.Contains(t, out.String(), "SANDBOX_PORT, then PORT")
 	for _, env := range []string{"SANDBOX_BODY_TIMEOUT", "SANDBOX_UNAUTH_TIMEOUT", "SANDBOX_MAX_CONNS",
 		"SANDBOX_MAX_COMMANDS", "SANDBOX_MAX_PROCESSES", "SANDBOX_LOG_BUDGET", "LOG_FORMAT", "SANDBOX_METRICS_OPEN",
-		"SANDBOX_MAX_UPLOAD"} {
+		"SANDBOX_MAX_UPLOAD", "SANDBOX_INPUT_BUDGET", "SANDBOX_SESSION_ENV_BUDGET"} {
 		assert.Contains(t, out.String(), env)
 	}
+	assert.Contains(t, out.String(), "-input-budget size")
+	assert.Contains(t, out.String(), "-session-env-budget size")
 
 	_, err = parseConfig([]string{"-no-such-flag"}, getenv(nil), io.Discard)
 	assert.Equal(t, exitCodeError{2}, err)

@@ -38,14 +38,18 @@ type mainCommand struct {
 	reaper *executor.Reaper
 }
 
-// startMain starts argv (no shell) with the agent's stdio. The command is
-// given the signals that arrive on sigc; when ctx ends it gets SIGTERM,
-// unless SIGTERM or SIGINT came first, and its process group is killed
-// if it has not exited killGrace later. The two goroutines it starts are
-// counted in wg.
+// startMain starts argv (no shell) with the agent's stdio and the
+// environment of runner's commands, which lacks the agent's credentials.
+// The command is given the signals that arrive on sigc; when ctx ends it
+// gets SIGTERM, unless SIGTERM or SIGINT came first, and its process
+// group is killed if it has not exited killGrace later. The two
+// goroutines it starts are counted in wg. If runner has a Reaper, the
+// Reaper starts the command.
 func (o options) startMain(ctx context.Context, wg *sync.WaitGroup, sigc <-chan os.Signal, argv []string,
-	stderr io.Writer, log zerolog.Logger, reaper *executor.Reaper) (*mainCommand, error) {
+	runner *executor.Runner, stderr io.Writer, log zerolog.Logger) (*mainCommand, error) {
+	reaper := runner.Reaper
 	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = runner.Environ()
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = o.stdin, o.out(), stderr
 	if cmd.Stdin == nil {
 		cmd.Stdin = os.Stdin
