@@ -132,4 +132,3 @@ func TestExtractSwapRace(t *testing.T) {
 	t.Logf("swapped %d temporary directories and %d merged ones", len(moved), len(movedSub))
 	assert.NotEmpty(t, moved, "the attack ran")
 }
-
