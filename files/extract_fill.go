@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -16,22 +17,28 @@ import (
 // block size of most file systems; a smaller hole would save nothing.
 const holeBlock = 4096
 
-// fill writes the content of the current entry of tr to the new file fd,
-// leaving runs of zeros as holes: a sparse entry's holes are read as zeros
-// (archive/tar does not say where they are), and come out as holes again
-// without a byte of them written. Written bytes count against Limit; ctx
-// is looked at between pieces.
+// fill writes the content of the current entry of tr to the new file fd.
+// A sparse entry's holes, which archive/tar reads as zeros without saying
+// where they are, are left as holes again: its runs of zeros are skipped,
+// not written. Written bytes count against Limit (the zeros of an entry
+// that is not sparse are data, and count); ctx is looked at between
+// pieces.
 func (x *extractor) fill(fd int, hdr *tar.Header, tr *tar.Reader) error {
 	if x.buf == nil {
 		x.buf = make([]byte, copyBufferSize)
 	}
+	sparse := isSparse(hdr)
 	var off int64
 	for {
 		if err := x.ctxErr(); err != nil {
 			return err
 		}
 		n, rerr := io.ReadFull(tr, x.buf)
-		if err := x.writeRuns(fd, hdr.Name, x.buf[:n], off); err != nil {
+		write := x.pwrite
+		if sparse {
+			write = x.writeRuns
+		}
+		if err := write(fd, hdr.Name, x.buf[:n], off); err != nil {
 			return err
 		}
 		off += int64(n)
@@ -50,6 +57,20 @@ func (x *extractor) fill(fd int, hdr *tar.Header, tr *tar.Reader) error {
 			return badArchive(rerr) // the body's own errors stay inside, for the caller
 		}
 	}
+}
+
+// isSparse reports whether hdr is that of a sparse file, in any of GNU's
+// formats.
+func isSparse(hdr *tar.Header) bool {
+	if hdr.Typeflag == tar.TypeGNUSparse {
+		return true
+	}
+	for k := range hdr.PAXRecords {
+		if strings.HasPrefix(k, "GNU.sparse.") {
+			return true
+		}
+	}
+	return false
 }
 
 // writeRuns writes p, which belongs at off in the file fd, except its
