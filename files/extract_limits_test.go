@@ -21,7 +21,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sandbox-executor/sandbox-executor/internal/testutil"
-
 )
 
 // quadraticArchive builds what an attacker would send to make a link
