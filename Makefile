@@ -37,7 +37,7 @@ DOCKER_FLAGS ?=
 
 # Fuzz targets, as package:Target. `make test` runs each for FUZZ_SMOKE;
 # `make fuzz` for FUZZTIME each (e.g. make fuzz FUZZTIME=5m).
-FUZZ_TARGETS := server:FuzzDecode server:FuzzLastEventID sse:FuzzReader
+FUZZ_TARGETS := server:FuzzDecode server:FuzzLastEventID sse:FuzzReader files:FuzzExtract
 FUZZTIME     ?= 1m
 FUZZ_SMOKE   ?= 3s
 

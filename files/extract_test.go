@@ -29,7 +29,7 @@ type ent struct {
 	mode int64 // 0644 if zero
 }
 
-func mkTar(t *testing.T, gz bool, ents ...ent) []byte {
+func mkTar(t testing.TB, gz bool, ents ...ent) []byte {
 	t.Helper()
 	var buf bytes.Buffer
 	zw := gzip.NewWriter(&buf)
