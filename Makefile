@@ -43,7 +43,7 @@ DOCKER_FLAGS ?=
 # `make fuzz` for FUZZTIME each (e.g. make fuzz FUZZTIME=5m).
 FUZZ_TARGETS := server:FuzzDecode server:FuzzLastEventID sse:FuzzJSONStringPieces \
 	sse:FuzzReader sse:FuzzAppendJSONString \
-	internal/eventjson:FuzzDecode internal/wsclient:FuzzParseHeader files:FuzzResolve
+	internal/eventjson:FuzzDecode internal/wsclient:FuzzParseHeader files:FuzzResolve files:FuzzExtract
 FUZZTIME     ?= 1m
 FUZZ_SMOKE   ?= 3s
 

@@ -7,12 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
+	"time"
 )
 
 // ErrBadArchive is wrapped by Extract's error for an archive it refuses
@@ -22,23 +20,78 @@ import (
 // the directory`.
 var ErrBadArchive = errors.New("invalid archive")
 
-// maxTracked bounds the symbolic links and the directories without owner
-// access that one Extract remembers until it has read the whole archive.
-// Each costs about a hundred bytes; an archive with more is refused.
+// The limits of one Extract. Each error names the limit it passed, and
+// nothing is placed.
+var (
+	// ErrArchiveTooLarge: the files of the archive hold more bytes of
+	// data than ExtractOptions.Limit.
+	ErrArchiveTooLarge = errors.New("archive too large")
+	// ErrArchiveTooManyEntries: the archive has more entries than
+	// ExtractOptions.MaxEntries.
+	ErrArchiveTooManyEntries = errors.New("archive has too many entries")
+	// ErrArchiveTimeout: Extract took longer than
+	// ExtractOptions.Timeout.
+	ErrArchiveTimeout = errors.New("archive took too long to unpack")
+)
+
+// The defaults of ExtractOptions.
+const (
+	DefaultExtractEntries = 1_000_000
+	DefaultExtractTimeout = 30 * time.Minute
+)
+
+// maxTracked bounds the directories without owner access that one Extract
+// remembers until it has placed the archive. Each costs about a hundred
+// bytes; an archive with more is refused.
 const maxTracked = 100_000
+
+// maxNameLen is the longest entry name or link target unpacked: Linux's
+// PATH_MAX, less its NUL. It bounds the work of each entry.
+const maxNameLen = 4095
 
 // Extracted describes what Extract unpacked.
 type Extracted struct {
 	Path    string // the directory, as the caller named it
 	Entries int    // files, directories and links unpacked
-	Size    int64  // bytes of regular files
+	Size    int64  // bytes of regular files, holes included
 	Created bool   // the directory did not exist before
 }
 
 // ExtractOptions are the settings of Extract. The zero value reads a
-// plain tar archive.
+// plain tar archive with the default limits, as the agent's own account.
 type ExtractOptions struct {
 	Gzip bool // the archive is compressed with gzip
+	// Owner, if not nil, owns every file, directory and link Extract
+	// creates: the archive's entries, the directory if it was missing,
+	// and its missing parents. Each is given away by its descriptor, or
+	// by name in a directory held open that no other user can change,
+	// never by a path. A nil Owner leaves them the agent's.
+	Owner *Owner
+	// Limit caps the bytes of file data written, all files together:
+	// runs of zeros are left as holes, which cost no disk and do not
+	// count. Past it, ErrArchiveTooLarge. If zero, there is no cap.
+	Limit int64
+	// MaxEntries caps the entries (headers) read from the archive. Past
+	// it, ErrArchiveTooManyEntries. If zero, DefaultExtractEntries.
+	MaxEntries int
+	// Timeout bounds the whole Extract, the reading of the archive
+	// included. Past it, ErrArchiveTimeout. If zero,
+	// DefaultExtractTimeout.
+	Timeout time.Duration
+}
+
+func (o ExtractOptions) maxEntries() int {
+	if o.MaxEntries <= 0 {
+		return DefaultExtractEntries
+	}
+	return o.MaxEntries
+}
+
+func (o ExtractOptions) timeout() time.Duration {
+	if o.Timeout <= 0 {
+		return DefaultExtractTimeout
+	}
+	return o.Timeout
 }
 
 // Extract unpacks the tar archive r holds into the directory dir, creating
@@ -46,109 +99,99 @@ type ExtractOptions struct {
 // the directory it leads to is the one unpacked into.
 //
 // The archive is unpacked into a new temporary directory beside dir (in dir
-// itself if dir is a mount point, so that renames stay on one file system)
-// and its entries are moved into place only once the whole archive has
-// been read and checked: a bad or cut archive, a full disk or ctx ending
-// changes nothing in dir. The move itself is a rename per entry: a reader
-// may see some of the new entries before others, but never a part of a
-// file. Existing files and links are replaced, existing directories
-// merged, as tar -x does; a link in dir is replaced, never followed.
+// itself if dir is a mount point, so that renames stay on one file system),
+// which only the agent may enter, and its entries are moved into place
+// only once the whole archive has been read and checked: a bad or cut
+// archive, a limit passed, a full disk or ctx ending changes nothing in
+// dir. The move itself is a rename per entry: a reader may see some of the
+// new entries before others, but never a part of a file. Existing files
+// and links are replaced, existing directories merged, as tar -x does; a
+// link in dir is replaced, never followed. Every operation goes through
+// directory descriptors opened without following links, so that another
+// user swapping a directory for a link, during the extraction, cannot
+// make it write elsewhere: the operation fails instead.
 //
 // Refused, with an error wrapping ErrBadArchive that names the entry:
-// absolute names, names with a ".." element, entries reached through a
-// symbolic link of the archive, symbolic links whose target leads outside
-// dir (following the archive's own links on the way), hard links to
-// anything but a regular file of the archive, devices, named pipes, and a
-// non-directory where the archive had a directory. A file of the archive
-// where dir holds a directory is an EISDIR error. Permission bits (not
-// setuid, setgid or sticky) and modification times of files are
-// restored; owners are not, nor the times of directories.
+// absolute names, names with a ".." element, names or link targets longer
+// than 4095 bytes, entries reached through a symbolic link of the
+// archive, symbolic links that could lead outside dir (see checkLink),
+// hard links to anything but a regular file of the archive, devices, named
+// pipes, and a non-directory where the archive had a directory. A file of
+// the archive where dir holds a directory is an EISDIR error. Permission
+// bits (not setuid, setgid or sticky) and modification times of files are
+// restored; owners are not (see ExtractOptions.Owner), nor the times of
+// directories. The limits of opts give errors wrapping
+// ErrArchiveTooLarge, ErrArchiveTooManyEntries or ErrArchiveTimeout.
 func Extract(ctx context.Context, dir string, r io.Reader, opts ExtractOptions) (Extracted, error) {
-	dest, err := prepareDest(dir)
+	ctx, cancel := context.WithTimeoutCause(ctx, opts.timeout(),
+		fmt.Errorf("%w: more than the limit of %s", ErrArchiveTimeout, opts.timeout()))
+	defer cancel()
+	dest, err := openDest(dir, opts.Owner)
 	if err != nil {
 		return Extracted{}, err
 	}
-	x := &extractor{ctx: ctx, dest: dest.path, links: map[string]string{}}
-	x.root, err = os.MkdirTemp(dest.tmpParent, "."+shorten(filepath.Base(dest.path))+".extract-*")
+	defer dest.close()
+	tmp, err := dest.makeTemp()
 	if err != nil {
 		return Extracted{}, asPath(err, "mkdir", dir)
 	}
-	defer os.RemoveAll(x.root) // once renamed, it is no longer there
-	if err := x.read(r, opts); err != nil {
+	defer tmp.remove() // once placed, only the empty directory is left, if that
+	x := &extractor{ctx: ctx, opts: opts, dest: dest.path, tmp: tmp.fd, cached: -1}
+	err = x.read(r)
+	x.closeCache()
+	if err == nil {
+		err = x.ctxErr() // the client left, or the time is up, as the archive ended: nothing is placed
+	}
+	if err != nil {
 		return Extracted{}, err
 	}
-	res := Extracted{Path: dir, Entries: x.entries, Size: x.size, Created: !dest.exists}
-	if err := x.place(dest); err != nil {
+	res := Extracted{Path: dir, Entries: x.entries, Size: x.size, Created: dest.dir < 0}
+	if err := x.place(dest, tmp); err != nil {
 		return Extracted{}, err
 	}
 	return res, nil
 }
 
-// destination is where Extract unpacks to.
-type destination struct {
-	path      string // the directory, with a final link followed
-	exists    bool
-	tmpParent string // where the temporary directory goes
-}
-
-// prepareDest finds the directory that Extract unpacks into, creates its
-// parents, and picks where the temporary directory goes.
-func prepareDest(dir string) (destination, error) {
-	target, err := followFinal(dir)
-	if err != nil {
-		return destination{}, err
-	}
-	d := destination{path: target, tmpParent: filepath.Dir(target)}
-	if err := os.MkdirAll(d.tmpParent, 0o755); err != nil {
-		return destination{}, asPath(err, "mkdir", filepath.Dir(dir))
-	}
-	fi, err := os.Lstat(target)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return d, nil
-	case err != nil:
-		return destination{}, asPath(err, "open", dir)
-	case !fi.IsDir():
-		return destination{}, &fs.PathError{Op: "extract", Path: dir, Err: syscall.ENOTDIR}
-	}
-	d.exists = true
-	if parent, err := os.Stat(d.tmpParent); err == nil && sameDevice(fi, parent) {
-		return d, nil
-	}
-	d.tmpParent = target // a mount point: a rename from beside it would fail with EXDEV
-	return d, nil
-}
-
-func sameDevice(a, b fs.FileInfo) bool {
-	sa, oka := statT(a)
-	sb, okb := statT(b)
-	return oka && okb && sa.Dev == sb.Dev
-}
-
 // extractor is the state of one Extract.
 type extractor struct {
 	ctx  context.Context
+	opts ExtractOptions
 	dest string // the directory unpacked into, for absolute link targets
-	root string // the temporary directory
-	// links maps the name of each symbolic link unpacked so far to its
-	// target; restricted the name of each directory whose mode lacks
-	// some owner access (it is made with that access meanwhile) to its
-	// mode. Both are bounded by maxTracked together.
-	links      map[string]string
+	tmp  int    // the temporary directory
+	// cachedDir is the directory of the last entry, relative to tmp, and
+	// cached its descriptor (-1 if none): entries mostly come directory
+	// by directory. Directories are never removed from the temporary
+	// tree (see makeRoom), so it stays the right one.
+	cachedDir string
+	cached    int
+	// restricted lists the directories whose mode lacks some owner
+	// access (each is made with that access meanwhile), with their mode.
 	restricted []restrictedDir
-	entries    int
-	size       int64
+	headers    int   // headers read, against MaxEntries
+	entries    int   // entries unpacked
+	size       int64 // bytes of regular files
+	written    int64 // bytes of file data written, against Limit
+	buf        []byte
 }
 
 type restrictedDir struct {
 	name string
-	mode fs.FileMode
+	mode uint32
 }
 
-// read unpacks the whole archive into x.root and checks its links.
-func (x *extractor) read(r io.Reader, opts ExtractOptions) error {
+// ctxErr returns why x.ctx is done (ErrArchiveTimeout's error for the
+// time limit), or nil.
+func (x *extractor) ctxErr() error {
+	if x.ctx.Err() == nil {
+		return nil
+	}
+	return context.Cause(x.ctx)
+}
+
+// read unpacks the whole archive into the temporary directory.
+func (x *extractor) read(r io.Reader) error {
 	var gz *gzip.Reader
-	if opts.Gzip {
+	if x.opts.Gzip {
 		var err error
 		if gz, err = gzip.NewReader(r); err != nil {
 			return badArchive(err)
@@ -158,7 +201,7 @@ func (x *extractor) read(r io.Reader, opts ExtractOptions) error {
 	}
 	tr := tar.NewReader(r)
 	for {
-		if err := x.ctx.Err(); err != nil {
+		if err := x.ctxErr(); err != nil {
 			return err
 		}
 		hdr, err := tr.Next()
@@ -167,6 +210,9 @@ func (x *extractor) read(r io.Reader, opts ExtractOptions) error {
 		}
 		if err != nil {
 			return badArchive(err)
+		}
+		if x.headers++; x.headers > x.opts.maxEntries() {
+			return fmt.Errorf("%w: more than the limit of %d", ErrArchiveTooManyEntries, x.opts.maxEntries())
 		}
 		if err := x.entry(hdr, tr); err != nil {
 			return err
@@ -179,7 +225,7 @@ func (x *extractor) read(r io.Reader, opts ExtractOptions) error {
 			return badArchive(err)
 		}
 	}
-	return x.checkLinks()
+	return nil
 }
 
 func badArchive(err error) error {
@@ -200,8 +246,8 @@ func (x *extractor) entry(hdr *tar.Header, tr *tar.Reader) error {
 	if err != nil || name == "" {
 		return err // "" is the root itself ("./"): dir exists or will
 	}
-	if err := x.checkParents(hdr.Name, name); err != nil {
-		return err
+	if len(hdr.Linkname) > maxNameLen {
+		return refuse(hdr.Name, fmt.Sprintf("its link target is longer than %d bytes", maxNameLen))
 	}
 	switch hdr.Typeflag {
 	case tar.TypeReg, tar.TypeCont, tar.TypeGNUSparse: // the reader turns TypeRegA into TypeReg or TypeDir
@@ -233,7 +279,9 @@ func entryName(name string) (string, error) {
 	switch {
 	case name == "":
 		return "", refuse(name, "it has no name")
-	case filepath.IsAbs(name):
+	case len(name) > maxNameLen:
+		return "", refuse(name[:64]+"...", fmt.Sprintf("its name is longer than %d bytes", maxNameLen))
+	case strings.HasPrefix(name, "/"):
 		return "", refuse(name, "its name is absolute")
 	}
 	if slices.Contains(strings.Split(name, "/"), "..") {
@@ -244,15 +292,4 @@ func entryName(name string) (string, error) {
 		return "", nil
 	}
 	return clean, nil
-}
-
-// checkParents refuses an entry whose path goes through a symbolic link
-// of the archive: written through it, a file could land anywhere.
-func (x *extractor) checkParents(raw, name string) error {
-	for p := filepath.Dir(name); p != "."; p = filepath.Dir(p) {
-		if _, ok := x.links[p]; ok {
-			return refuse(raw, fmt.Sprintf("it goes through the symbolic link %q of the archive", p))
-		}
-	}
-	return nil
 }

@@ -2,185 +2,198 @@ package files
 
 import (
 	"errors"
-	"fmt"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
-	"strings"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
-
-// checkLinks refuses the archive if one of its symbolic links leads
-// outside the directory. It runs once the whole archive is known, because
-// a link's target may go through links that come after it.
-func (x *extractor) checkLinks() error {
-	for name, target := range x.links {
-		if !x.inside(name) {
-			return refuse(name, fmt.Sprintf("a symbolic link to %q, which leads outside the directory", target))
-		}
-	}
-	return nil
-}
-
-// inside reports whether the link name, resolved from where it is and
-// following the archive's own links, stays in the tree. A loop of links
-// leads nowhere, and so not outside.
-func (x *extractor) inside(name string) bool {
-	cur := linkElems(filepath.Dir(name)) // the link's parents are directories: checkParents saw to it
-	todo, ok := x.targetElems(x.links[name], &cur)
-	if !ok {
-		return false
-	}
-	for hops := 0; len(todo) > 0; {
-		elem := todo[0]
-		todo = todo[1:]
-		switch elem {
-		case "", ".":
-			continue
-		case "..":
-			if len(cur) == 0 {
-				return false
-			}
-			cur = cur[:len(cur)-1]
-			continue
-		}
-		cur = append(cur, elem)
-		target, ok := x.links[strings.Join(cur, "/")]
-		if !ok {
-			continue
-		}
-		if hops++; hops > maxLinks {
-			return true
-		}
-		cur = cur[:len(cur)-1]
-		elems, ok := x.targetElems(target, &cur)
-		if !ok {
-			return false
-		}
-		todo = append(elems, todo...)
-	}
-	return true
-}
-
-// targetElems returns the elements of a link's target to resolve from
-// *cur; for an absolute target inside the destination, it resets *cur to
-// the root and returns the elements relative to it. It returns false for
-// an absolute target outside.
-func (x *extractor) targetElems(target string, cur *[]string) ([]string, bool) {
-	if !filepath.IsAbs(target) {
-		return linkElems(target), true
-	}
-	rel, err := filepath.Rel(x.dest, filepath.Clean(target))
-	if err != nil || !within(x.dest, target) {
-		return nil, false
-	}
-	*cur = (*cur)[:0]
-	return linkElems(rel), true
-}
-
-func linkElems(p string) []string {
-	if p == "." || p == "" {
-		return []string{}
-	}
-	return strings.Split(p, "/")
-}
-
-// within reports whether the absolute path p is dir or below it.
-func within(dir, p string) bool {
-	dir, p = filepath.Clean(dir), filepath.Clean(p)
-	return p == dir || strings.HasPrefix(p, dir+"/") || dir == "/"
-}
 
 // place moves the unpacked tree into the destination: the temporary
 // directory itself if the destination did not exist, else its entries
 // one by one, after checking that none will fail for a directory in the
 // way. Then the restricted directories get their modes.
-func (x *extractor) place(d destination) error {
-	if !d.exists {
-		if err := os.Chmod(x.root, 0o755); err != nil {
-			return err
-		}
-		if err := os.Rename(x.root, d.path); err != nil {
-			return asPath(err, "rename", d.path)
-		}
-	} else {
-		if err := inTheWay(x.root, d.path); err != nil {
-			return err
-		}
-		if err := merge(x.root, d.path); err != nil {
-			return err
-		}
+func (x *extractor) place(d *destination, t *temp) error {
+	if d.dir < 0 {
+		return x.placeNew(d, t)
 	}
+	if err := x.inTheWay(d, t, ""); err != nil {
+		return err
+	}
+	if err := x.merge(d, t, ""); err != nil {
+		return err
+	}
+	return x.restrict(d.dir)
+}
+
+// placeNew renames the temporary directory to the destination, once it
+// has its final modes and owner.
+func (x *extractor) placeNew(d *destination, t *temp) error {
+	if err := x.restrict(t.fd); err != nil {
+		return err
+	}
+	if err := chownFD(x.opts.Owner, t.fd); err != nil {
+		return err
+	}
+	if err := unix.Fchmod(t.fd, 0o755); err != nil {
+		return err
+	}
+	// Its name must still be its own: another user who may write beside
+	// it could have renamed it and put something else there.
+	if st, err := lstatAt(t.in, t.name); err != nil || !sameFile(st, t.st) {
+		return &fs.PathError{Op: "rename", Path: x.dest, Err: unix.ESTALE}
+	}
+	err := unix.Renameat2(t.in, t.name, d.parent, d.name, unix.RENAME_NOREPLACE)
+	if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS) { // a file system without RENAME_NOREPLACE
+		err = unix.Renameat(t.in, t.name, d.parent, d.name)
+	}
+	if err != nil {
+		return &fs.PathError{Op: "rename", Path: x.dest, Err: err}
+	}
+	t.placed = true
+	return nil
+}
+
+// restrict gives the restricted directories, below root, their modes.
+func (x *extractor) restrict(root int) error {
 	for _, rd := range x.restricted {
-		if err := os.Chmod(filepath.Join(d.path, rd.name), rd.mode); err != nil {
+		fd, err := openBeneath(root, rd.name)
+		if err == nil {
+			err = unix.Fchmod(fd, rd.mode)
+			unix.Close(fd)
+		}
+		if err != nil {
+			return &fs.PathError{Op: "chmod", Path: filepath.Join(x.dest, rd.name), Err: err}
+		}
+	}
+	return nil
+}
+
+// pair opens the directory rel of the temporary tree and of the
+// destination, and lists the former.
+func (x *extractor) pair(d *destination, t *temp, rel string) (src, dst int, names []string, err error) {
+	if src, err = openBeneath(t.fd, rel); err != nil {
+		return -1, -1, nil, &fs.PathError{Op: "open", Path: rel, Err: err}
+	}
+	if dst, err = openBeneath(d.dir, rel); err != nil {
+		unix.Close(src)
+		return -1, -1, nil, &fs.PathError{Op: "open", Path: filepath.Join(x.dest, rel), Err: err}
+	}
+	dup, err := unix.Dup(src)
+	if err == nil {
+		f := os.NewFile(uintptr(dup), rel)
+		names, err = f.Readdirnames(-1) // bounded by the archive's entries
+		f.Close()
+	}
+	if err != nil {
+		unix.Close(src)
+		unix.Close(dst)
+		return -1, -1, nil, err
+	}
+	return src, dst, names, nil
+}
+
+// inTheWay returns an EISDIR error for the first non-directory of the
+// temporary tree whose place in the destination is held by a directory,
+// which merge would not replace. It holds two directories open at a time,
+// whatever the depth.
+func (x *extractor) inTheWay(d *destination, t *temp, rel string) error {
+	src, dst, names, err := x.pair(d, t, rel)
+	if err != nil {
+		return err
+	}
+	subs, err := func() ([]string, error) {
+		defer unix.Close(src)
+		defer unix.Close(dst)
+		var subs []string
+		for _, name := range names {
+			dstat, err := lstatAt(dst, name)
+			switch {
+			case errors.Is(err, unix.ENOENT):
+				continue
+			case err != nil:
+				return nil, &fs.PathError{Op: "lstat", Path: filepath.Join(x.dest, rel, name), Err: err}
+			case !isDir(dstat):
+				continue
+			}
+			if st, err := lstatAt(src, name); err != nil || !isDir(st) {
+				return nil, &fs.PathError{Op: "extract", Path: filepath.Join(x.dest, rel, name), Err: syscall.EISDIR}
+			}
+			subs = append(subs, path.Join(rel, name))
+		}
+		return subs, nil
+	}()
+	if err != nil {
+		return err
+	}
+	for _, sub := range subs {
+		if err := x.inTheWay(d, t, sub); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// inTheWay returns an EISDIR error for the first non-directory of the tree
-// src whose place in dst is held by a directory, which merge would not
-// replace.
-func inTheWay(src, dst string) error {
-	des, err := os.ReadDir(src)
+// merge moves the entries of the directory rel of the temporary tree into
+// the same directory of the destination: an entry the destination lacks
+// is renamed into it, a directory it has too is merged (and gets the mode
+// of the archive's), anything else of it (a file, a link, even a link to
+// a directory) is replaced. Every rename is between two directories held
+// open, by one name: a directory of the destination swapped for a link
+// meanwhile fails to open (ELOOP) rather than being followed.
+func (x *extractor) merge(d *destination, t *temp, rel string) error {
+	src, dst, names, err := x.pair(d, t, rel)
 	if err != nil {
 		return err
 	}
-	for _, de := range des {
-		d := filepath.Join(dst, de.Name())
-		fi, err := os.Lstat(d)
-		switch {
-		case errors.Is(err, fs.ErrNotExist):
-			continue
-		case err != nil:
-			return err
-		case !fi.IsDir():
-			continue
-		case !de.IsDir():
-			return &fs.PathError{Op: "extract", Path: d, Err: syscall.EISDIR}
-		}
-		if err := inTheWay(filepath.Join(src, de.Name()), d); err != nil {
-			return err
-		}
+	type sub struct {
+		rel  string
+		mode uint32
 	}
-	return nil
-}
-
-// merge moves the entries of the directory src into the directory dst:
-// an entry dst lacks is renamed into it, a directory dst has too is
-// merged (and gets the mode of src's), anything else of dst (a file, a
-// link, even a link to a directory) is replaced.
-func merge(src, dst string) error {
-	des, err := os.ReadDir(src)
+	var subs []sub
+	err = func() error {
+		defer unix.Close(src)
+		defer unix.Close(dst)
+		for _, name := range names {
+			full := filepath.Join(x.dest, rel, name)
+			sst, err := lstatAt(src, name)
+			if err != nil {
+				return err
+			}
+			dstat, err := lstatAt(dst, name)
+			switch {
+			case errors.Is(err, unix.ENOENT):
+			case err != nil:
+				return &fs.PathError{Op: "lstat", Path: full, Err: err}
+			case isDir(dstat) && isDir(sst):
+				subs = append(subs, sub{path.Join(rel, name), sst.Mode & 0o7777})
+				continue
+			case isDir(dstat):
+				return &fs.PathError{Op: "extract", Path: full, Err: syscall.EISDIR}
+			case isDir(sst):
+				// rename(2) puts a directory only where nothing is.
+				if err := unix.Unlinkat(dst, name, 0); err != nil {
+					return &fs.PathError{Op: "remove", Path: full, Err: err}
+				}
+			}
+			if err := unix.Renameat(src, name, dst, name); err != nil {
+				return &fs.PathError{Op: "rename", Path: full, Err: err}
+			}
+		}
+		return nil
+	}()
 	if err != nil {
 		return err
 	}
-	for _, de := range des {
-		s, d := filepath.Join(src, de.Name()), filepath.Join(dst, de.Name())
-		fi, err := os.Lstat(d)
-		switch {
-		case errors.Is(err, fs.ErrNotExist):
-		case err != nil:
+	for _, s := range subs {
+		if err := x.merge(d, t, s.rel); err != nil {
 			return err
-		case fi.IsDir() && de.IsDir():
-			if err := merge(s, d); err != nil {
-				return err
-			}
-			if sfi, err := os.Lstat(s); err == nil {
-				_ = os.Chmod(d, sfi.Mode().Perm())
-			}
-			continue
-		case fi.IsDir():
-			return &fs.PathError{Op: "extract", Path: d, Err: syscall.EISDIR}
-		case de.IsDir():
-			// rename(2) puts a directory only where nothing is.
-			if err := os.Remove(d); err != nil {
-				return err
-			}
 		}
-		if err := os.Rename(s, d); err != nil {
-			return err
+		if fd, err := openBeneath(d.dir, s.rel); err == nil {
+			_ = unix.Fchmod(fd, s.mode&0o777)
+			unix.Close(fd)
 		}
 	}
 	return nil

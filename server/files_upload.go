@@ -126,9 +126,10 @@ func (s *Server) put(r *http.Request, q putQuery, body io.Reader) (uploadReply, 
 	var err error
 	switch {
 	case q.extract != "":
-		x, err := files.Extract(ctx, q.path, body, files.ExtractOptions{Gzip: q.extract == formatTarGz /* TODO(merge i18-extract): Owner: q.owner, */})
+		x, err := files.Extract(ctx, q.path, body, files.ExtractOptions{Gzip: q.extract == formatTarGz,
+			Limit: s.cfg.MaxUpload, MaxEntries: s.cfg.ExtractEntries, Timeout: s.cfg.ExtractTimeout, Owner: q.owner})
 		if err != nil {
-			return uploadReply{}, false, err
+			return uploadReply{}, false, extractError(r, err, s.cfg.MaxUpload)
 		}
 		return uploadReply{Path: q.path, Size: x.Size, Entries: &x.Entries}, x.Created, nil
 	case q.append:

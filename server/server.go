@@ -76,6 +76,12 @@ type Config struct {
 	// MaxUpload caps what one upload to /files may send, in bytes, on the
 	// wire and once decoded (413 past it). If zero, there is no cap.
 	MaxUpload int64
+	// ExtractEntries caps the entries of one archive unpacked by PUT
+	// /files?extract= (400 past it). If zero, files.DefaultExtractEntries.
+	ExtractEntries int
+	// ExtractTimeout bounds the unpacking of one archive, its upload
+	// included (408 past it). If zero, files.DefaultExtractTimeout.
+	ExtractTimeout time.Duration
 	// TrustForwardedHost makes host routing of previews (see
 	// routeHost) read X-Forwarded-Host before Host, and the preview
 	// proxy pass the client's X-Forwarded-Host and X-Forwarded-Proto on

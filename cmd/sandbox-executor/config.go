@@ -51,6 +51,8 @@ type config struct {
 	inputBudget  int           // bytes of commands' input not yet read, in all; 0: executor.Runner's default
 	envBudget    int           // bytes of every session's environment, in all; 0: sessions.Options' default
 	maxUpload    int           // bytes one upload to /files may have; 0: no limit
+	extractMax   int           // entries of one archive unpacked by /files; 0: files' default
+	extractTime  time.Duration // time one archive may take to unpack; always positive
 	metricsOpen  bool          // GET /metrics without a token
 	maxTunnels   int           // tunnels open at once; 0: tunnels.Registry's default
 	trustFwdHost bool          // previews are routed by X-Forwarded-Host (set by a trusted edge) before Host
@@ -100,6 +102,8 @@ func parseConfig(args []string, getenv func(string) string, output io.Writer) (c
 	fs.String("input-budget", "0", "`size` of the input (the input field) held for all commands together until they read it, e.g. 512MiB; past it, 503; 0 means 256MiB (env SANDBOX_INPUT_BUDGET)")
 	fs.String("session-env-budget", "0", "`size` of the environments of all sessions together, e.g. 128MiB; past it, 503 for a new session, and a command's state is not saved; 0 means 64MiB (env SANDBOX_SESSION_ENV_BUDGET)")
 	fs.String("max-upload", "0", "`size` of one upload to /files at most, e.g. 1GiB; past it, 413; 0 means no limit (env SANDBOX_MAX_UPLOAD)")
+	fs.String("extract-max-entries", "0", "`number` of entries one archive unpacked by PUT /files?extract= may have; past it, 400; 0 means 1000000 (env SANDBOX_EXTRACT_MAX_ENTRIES)")
+	fs.String("extract-timeout", "30m", "`duration` one archive may take to unpack, its upload included; past it, 408 (env SANDBOX_EXTRACT_TIMEOUT)")
 	fs.String("max-tunnels", "0", "`number` of CONNECT and WebSocket tunnels open at once; past it, 503; 0 means 1024 (env SANDBOX_MAX_TUNNELS)")
 	fs.Bool("trust-forwarded-host", false, "route previews by X-Forwarded-Host before Host, and pass X-Forwarded-Host and -Proto on to apps: only behind an edge that sets them (env SANDBOX_TRUST_FORWARDED_HOST)")
 	version := fs.Bool("version", false, "print the version and exit")
@@ -210,6 +214,12 @@ func (p *configParser) config() (config, error) {
 		return c, err
 	}
 	if c.maxUpload, err = p.size("max-upload", "SANDBOX_MAX_UPLOAD"); err != nil {
+		return c, err
+	}
+	if c.extractMax, err = p.count("extract-max-entries", "SANDBOX_EXTRACT_MAX_ENTRIES"); err != nil {
+		return c, err
+	}
+	if c.extractTime, err = p.duration("extract-timeout", "SANDBOX_EXTRACT_TIMEOUT", "30m"); err != nil {
 		return c, err
 	}
 	if c.maxTunnels, err = p.count("max-tunnels", "SANDBOX_MAX_TUNNELS"); err != nil {

@@ -154,6 +154,8 @@ func (o options) run(ctx context.Context, args []string, getenv func(string) str
 		MetricsOpen:        cfg.metricsOpen,
 		TrustForwardedHost: cfg.trustFwdHost,
 		MaxUpload:          int64(cfg.maxUpload),
+		ExtractEntries:     cfg.extractMax,
+		ExtractTimeout:     cfg.extractTime,
 	})
 	// Every request's context derives from baseCtx. Cancelling it at
 	// shutdown kills the process groups of /run commands in flight, ends

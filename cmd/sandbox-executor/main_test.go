@@ -273,6 +273,18 @@ func TestParseConfig(t *testing.T) {
 			check: func(t *testing.T, c config) { assert.Equal(t, 1<<20, c.maxUpload) }},
 		{name: "bad upload limit", env: map[string]string{"SANDBOX_MAX_UPLOAD": "lots"},
 			wantErr: `invalid max-upload "lots" (from SANDBOX_MAX_UPLOAD)`},
+		{name: "extraction limits by default",
+			check: func(t *testing.T, c config) {
+				assert.Equal(t, 0, c.extractMax)
+				assert.Equal(t, 30*time.Minute, c.extractTime)
+			}},
+		{name: "extraction limits from env", env: map[string]string{"SANDBOX_EXTRACT_MAX_ENTRIES": "5000", "SANDBOX_EXTRACT_TIMEOUT": "2m"},
+			check: func(t *testing.T, c config) {
+				assert.Equal(t, 5000, c.extractMax)
+				assert.Equal(t, 2*time.Minute, c.extractTime)
+			}},
+		{name: "bad extraction timeout", args: []string{"-extract-timeout", "0"},
+			wantErr: `invalid extract-timeout "0" (from -extract-timeout): want a positive duration such as 30m`},
 		{name: "pool mode",
 			env: map[string]string{"SANDBOX_AUTH_MODE": "POOL", "SANDBOX_SECRET_PATH": "/tmp/x/secret"},
 			check: func(t *testing.T, c config) {
