@@ -122,15 +122,25 @@ func (o ExtractOptions) timeout() time.Duration {
 // restored; owners are not (see ExtractOptions.Owner), nor the times of
 // directories. The limits of opts give errors wrapping
 // ErrArchiveTooLarge, ErrArchiveTooManyEntries or ErrArchiveTimeout.
-func Extract(ctx context.Context, dir string, r io.Reader, opts ExtractOptions) (Extracted, error) {
+func Extract(ctx context.Context, dir string, r io.Reader, opts ExtractOptions) (res Extracted, err error) {
 	ctx, cancel := context.WithTimeoutCause(ctx, opts.timeout(),
 		fmt.Errorf("%w: more than the limit of %s", ErrArchiveTimeout, opts.timeout()))
 	defer cancel()
+	err = asOwner(opts.Owner, func() error {
+		res, err = extract(ctx, dir, r, opts)
+		return err
+	})
+	return res, err
+}
+
+// extract is Extract, run as opts.Owner.
+func extract(ctx context.Context, dir string, r io.Reader, opts ExtractOptions) (Extracted, error) {
 	dest, err := openDest(dir, opts.Owner)
 	if err != nil {
 		return Extracted{}, err
 	}
-	defer dest.close()
+	placed := false
+	defer func() { dest.close(placed) }()
 	tmp, err := dest.makeTemp()
 	if err != nil {
 		return Extracted{}, asPath(err, "mkdir", dir)
@@ -149,6 +159,7 @@ func Extract(ctx context.Context, dir string, r io.Reader, opts ExtractOptions) 
 	if err := x.place(dest, tmp); err != nil {
 		return Extracted{}, err
 	}
+	placed = true
 	return res, nil
 }
 

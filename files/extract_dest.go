@@ -4,9 +4,9 @@ import (
 	"errors"
 	"io/fs"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -14,33 +14,46 @@ import (
 
 // destination is the directory Extract unpacks into, held open.
 type destination struct {
-	path   string // the directory, with a final link followed
-	parent int    // its parent directory; -1 for "/"
+	path   string // the directory, as resolved: links on the way followed
+	parent int    // its parent directory (O_PATH); -1 if the path named the directory itself ("/")
 	name   string // its name in parent
 	dir    int    // the directory itself; -1 if it does not exist yet
-	tmpIn  int    // where the temporary directory goes: parent, or dir if it is a mount point
+	tmpIn  int    // where the temporary directory goes: parent, or dir if it is a mount point or only it may be written
+	uid    int    // who writes: the temporary directory must be theirs
+	walk   *walker
 }
 
 // openDest finds the directory that Extract unpacks into, creates its
-// missing parents (given to owner), and opens them. The path the caller
-// named is followed once, here; from then on, everything is relative to
-// the descriptors.
+// missing parents, and opens them. The path is resolved as every write's
+// is (see walker): one directory at a time from descriptors, a symbolic
+// link followed only if trustLink lets owner follow it, so that root is
+// never led by a link a user planted. From then on, everything is
+// relative to the descriptors. It runs as owner (see asOwner).
 func openDest(dir string, owner *Owner) (*destination, error) {
-	target, err := followFinal(dir)
+	if trimmed := strings.TrimRight(dir, "/"); trimmed != "" {
+		dir = trimmed // "a/b/" is the directory a/b, to be made if missing, not a/b/. in a/b
+	}
+	w := newWalker(owner, true)
+	parent, parentPath, name, err := w.resolveDir(dir, "extract", true)
 	if err != nil {
+		w.removeMade()
 		return nil, err
 	}
-	d := &destination{path: target, parent: -1, dir: -1, tmpIn: -1}
-	if filepath.Dir(target) == target { // "/"
-		if d.dir, err = openDirCreating(target, nil); err != nil {
+	defer parent.Close()
+	d := &destination{parent: -1, dir: -1, tmpIn: -1, uid: owner.uid(), walk: w}
+	if name == "." { // the path named a directory itself: "/", or one ending in ".."
+		d.path = parentPath
+		if d.dir, err = ignoringEINTRFD(func() (int, error) { return unix.Openat(int(parent.Fd()), ".", dirFlags, 0) }); err != nil {
+			d.close(false)
 			return nil, &fs.PathError{Op: "open", Path: dir, Err: err}
 		}
 		d.tmpIn = d.dir
 		return d, nil
 	}
-	d.name = filepath.Base(target)
-	if d.parent, err = openDirCreating(filepath.Dir(target), owner); err != nil {
-		return nil, &fs.PathError{Op: "mkdir", Path: filepath.Dir(dir), Err: err}
+	d.name, d.path = name, filepath.Join(parentPath, name)
+	if d.parent, err = unix.Dup(int(parent.Fd())); err != nil {
+		d.close(false)
+		return nil, &fs.PathError{Op: "open", Path: filepath.Dir(dir), Err: err}
 	}
 	d.tmpIn = d.parent
 	d.dir, err = ignoringEINTRFD(func() (int, error) { return unix.Openat(d.parent, d.name, dirFlags, 0) })
@@ -48,11 +61,11 @@ func openDest(dir string, owner *Owner) (*destination, error) {
 	case errors.Is(err, unix.ENOENT):
 		d.dir = -1
 		return d, nil
-	case errors.Is(err, unix.ENOTDIR), errors.Is(err, unix.ELOOP): // ELOOP: a link put there since followFinal
-		d.close()
+	case errors.Is(err, unix.ENOTDIR), errors.Is(err, unix.ELOOP): // ELOOP: a link put there since the walk
+		d.close(false)
 		return nil, &fs.PathError{Op: "extract", Path: dir, Err: syscall.ENOTDIR}
 	case err != nil:
-		d.close()
+		d.close(false)
 		return nil, &fs.PathError{Op: "open", Path: dir, Err: err}
 	}
 	pst, perr := fstat(d.parent)
@@ -63,32 +76,19 @@ func openDest(dir string, owner *Owner) (*destination, error) {
 	return d, nil
 }
 
-func (d *destination) close() {
+// close closes the directories. The parents the walk made are kept if
+// placed is set, else removed (if still empty).
+func (d *destination) close(placed bool) {
 	for _, fd := range []int{d.parent, d.dir} {
 		if fd >= 0 {
 			unix.Close(fd)
 		}
 	}
-}
-
-// openDirCreating opens the directory at path, following links as the
-// caller named it, after creating it and its missing parents (0755, given
-// to owner) if it is missing.
-func openDirCreating(path string, owner *Owner) (int, error) {
-	fd, err := ignoringEINTRFD(func() (int, error) {
-		return unix.Open(path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	})
-	parent := filepath.Dir(path)
-	if !errors.Is(err, unix.ENOENT) || parent == path {
-		return fd, err
+	if placed {
+		d.walk.closeMade()
+	} else {
+		d.walk.removeMade()
 	}
-	pfd, err := openDirCreating(parent, owner)
-	if err != nil {
-		return -1, err
-	}
-	defer unix.Close(pfd)
-	fd, _, err = mkdirOpen(pfd, filepath.Base(path), 0o755, owner)
-	return fd, err
 }
 
 // temp is Extract's temporary directory: made with mode 0700 by the
@@ -113,6 +113,13 @@ func (d *destination) makeTemp() (*temp, error) {
 		if errors.Is(err, unix.EEXIST) {
 			continue
 		}
+		if (errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM)) && d.dir >= 0 && d.tmpIn != d.dir {
+			// The writer may write in the destination but not beside
+			// it, as a user in a workdir whose parent is root's: the
+			// temporary directory goes inside, as for a mount point.
+			d.tmpIn = d.dir
+			continue
+		}
 		if err != nil {
 			return nil, &fs.PathError{Op: "mkdir", Path: name, Err: err}
 		}
@@ -121,8 +128,8 @@ func (d *destination) makeTemp() (*temp, error) {
 			return nil, &fs.PathError{Op: "open", Path: name, Err: err}
 		}
 		// What was opened must be the directory just made, not one
-		// another user swapped in: the agent's own, closed to others.
-		if t.st, err = fstat(t.fd); err == nil && (int(t.st.Uid) != os.Geteuid() || t.st.Mode&0o077 != 0) {
+		// another user swapped in: the writer's own, closed to others.
+		if t.st, err = fstat(t.fd); err == nil && (int(t.st.Uid) != d.uid || t.st.Mode&0o077 != 0) {
 			err = unix.EEXIST
 		}
 		if err != nil {

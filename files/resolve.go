@@ -44,11 +44,7 @@ type madeDir struct {
 
 // newWalker returns the walker of a write by o (nil: the agent itself).
 func newWalker(o *Owner, create bool) *walker {
-	uid := uint32(os.Geteuid())
-	if o != nil {
-		uid = o.UID
-	}
-	return &walker{uid: uid, create: create}
+	return &walker{uid: uint32(o.uid()), create: create}
 }
 
 // resolve finds the directory that holds the last element of path, and
@@ -61,17 +57,24 @@ func newWalker(o *Owner, create bool) *walker {
 // or the walk stops with EACCES. Errors are *fs.PathError for op, naming
 // the path as far as it was resolved.
 func (w *walker) resolve(path, op string, followFinal bool) (*os.File, string, error) {
+	dir, _, name, err := w.resolveDir(path, op, followFinal)
+	return dir, name, err
+}
+
+// resolveDir is resolve that also returns the path of the directory it
+// returns, as resolved: from "/", with every link on the way followed.
+func (w *walker) resolveDir(path, op string, followFinal bool) (dir *os.File, dirPath, name string, err error) {
 	if path == "" {
-		return nil, "", &fs.PathError{Op: op, Path: path, Err: syscall.ENOENT}
+		return nil, "", "", &fs.PathError{Op: op, Path: path, Err: syscall.ENOENT}
 	}
 	s, err := startWalk(path)
 	if err != nil {
-		return nil, "", &fs.PathError{Op: op, Path: path, Err: err}
+		return nil, "", "", &fs.PathError{Op: op, Path: path, Err: err}
 	}
 	defer s.close()
 	for len(s.queue) > 0 {
 		if w.steps++; w.steps > maxSteps {
-			return nil, "", &fs.PathError{Op: op, Path: path, Err: syscall.ELOOP}
+			return nil, "", "", &fs.PathError{Op: op, Path: path, Err: syscall.ELOOP}
 		}
 		name := s.queue[0]
 		s.queue = s.queue[1:]
@@ -82,18 +85,18 @@ func (w *walker) resolve(path, op string, followFinal bool) (*os.File, string, e
 		if len(s.queue) == 0 {
 			done, err := w.final(s, name, op, followFinal)
 			if err != nil {
-				return nil, "", err
+				return nil, "", "", err
 			}
 			if done {
-				return s.take(), name, nil
+				return s.take(), "/" + strings.Join(s.names, "/"), name, nil
 			}
 			continue
 		}
 		if err := w.step(s, name, op); err != nil {
-			return nil, "", err
+			return nil, "", "", err
 		}
 	}
-	return nil, "", &fs.PathError{Op: op, Path: path, Err: syscall.EINVAL} // not reached: "." ends every queue
+	return nil, "", "", &fs.PathError{Op: op, Path: path, Err: syscall.EINVAL} // not reached: "." ends every queue
 }
 
 // final looks at name, the last element, and reports whether the walk is

@@ -230,3 +230,46 @@ func TestFilesCutUploadRemovesMadeDirs(t *testing.T) {
 		}, 10*time.Second, 5*time.Millisecond, "%s: the folders it made are gone", tt.method)
 	}
 }
+
+// An archive unpacked with user (or a session) is unpacked with that
+// user's rights: what it makes is theirs, where they may not write it is
+// a 403 with nothing made, and a link another user planted is not
+// followed by a root extraction either.
+func TestFilesExtractAsUser(t *testing.T) {
+	work, parent := nobodyDir(t)
+	ts, _ := newTestServer(t)
+	code, body := call(t, ts, http.MethodPost, "/create_session", map[string]any{"id": "n", "user": "nobody", "cwd": work})
+	require.Equal(t, http.StatusCreated, code, body)
+	tarball := mkTarball(t, false, "d/", "", "d/f", "x", "l", "->d/f")
+
+	for _, q := range [][]string{{"user", "nobody"}, {"session", "n"}} {
+		dst := filepath.Join(work, q[0], "new")
+		resp := fileReq(t, ts, "PUT", filesURL(dst, append([]string{"extract", "tar"}, q...)...), bytes.NewReader(tarball))
+		require.Equal(t, http.StatusCreated, resp.StatusCode, "%v: %v", q, jsonReply(t, resp))
+		for _, p := range []string{q[0], q[0] + "/new", q[0] + "/new/d", q[0] + "/new/d/f", q[0] + "/new/l"} {
+			assert.EqualValues(t, nobodyUID, uidOf(t, filepath.Join(work, p)), p)
+		}
+		// Into work itself, which is nobody's but whose parent is root's.
+		resp = fileReq(t, ts, "PUT", filesURL(work, append([]string{"extract", "tar"}, q...)...), bytes.NewReader(tarball))
+		require.Equal(t, http.StatusOK, resp.StatusCode, "%v: %v", q, jsonReply(t, resp))
+		assert.EqualValues(t, nobodyUID, uidOf(t, filepath.Join(work, "d", "f")))
+
+		resp = fileReq(t, ts, "PUT", filesURL(filepath.Join(parent, "x"), append([]string{"extract", "tar"}, q...)...), bytes.NewReader(tarball))
+		assert.Equal(t, http.StatusForbidden, resp.StatusCode, "%v", q)
+		assert.NoDirExists(t, filepath.Join(parent, "x"))
+	}
+
+	rootOnly := filepath.Join(parent, "root-only")
+	require.NoError(t, os.Mkdir(rootOnly, 0o700))
+	cmd := exec.Command("ln", "-s", rootOnly, filepath.Join(work, "planted"))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobodyUID, Gid: nobodyUID}}
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	for _, dst := range []string{filepath.Join(work, "planted"), filepath.Join(work, "planted", "sub")} {
+		resp := fileReq(t, ts, "PUT", filesURL(dst, "extract", "tar"), bytes.NewReader(tarball))
+		assert.Equal(t, http.StatusForbidden, resp.StatusCode, dst)
+	}
+	entries, err := os.ReadDir(rootOnly)
+	require.NoError(t, err)
+	assert.Empty(t, entries, "root wrote nothing through nobody's link")
+}
