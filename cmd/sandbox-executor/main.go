@@ -130,7 +130,7 @@ func (o options) run(ctx context.Context, args []string, getenv func(string) str
 	popts := procs.Options{MaxRunning: cfg.maxProcs, MaxTotalBytes: cfg.logBudget, Log: log}
 	reg := procs.NewRegistry(runner, popts)
 	terms := terminals.NewRegistry(runner, terminals.Options{})
-	o.setMemoryLimit(log, getenv, reg.LogBudget())
+	o.setMemoryLimit(log, getenv, memoryBudgets{logs: int64(reg.LogBudget()), input: runner.InputBudget(), sessionEnvs: sess.EnvBudget()})
 	// The agent's own ports are never forwarded to: the proxy bound to
 	// itself would loop on its first connection.
 	fwd := &proxy.Forwarder{Log: log, Reserved: []int{apiPort, proxyPort}}

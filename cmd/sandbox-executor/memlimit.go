@@ -6,20 +6,29 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// memoryHeadroom is what the agent's soft memory limit allows beyond twice
-// the log budget: request bodies, /run captures, buffers of streams.
+// memoryHeadroom is what the agent's soft memory limit allows beyond its
+// budgets: request bodies, /run captures, buffers of streams.
 const memoryHeadroom = 128 << 20
 
+// memoryBudgets are the bytes the agent may hold by its own bounds: log
+// lines, commands' input not yet read, and sessions' environments.
+type memoryBudgets struct {
+	logs, input, sessionEnvs int64
+}
+
 // setMemoryLimit gives the Go runtime a soft memory limit of twice the log
-// budget plus memoryHeadroom (384 MiB with the default budget), unless
-// GOMEMLIMIT is set, which the runtime has then read itself. The log
-// lines are the agent's one large live set, bounded by the budget; with
+// budget, plus the input and session environment budgets, plus
+// memoryHeadroom (704 MiB with the default budgets), unless GOMEMLIMIT is
+// set, which the runtime has then read itself. The log lines are the
+// agent's one large live set in steady use, bounded by their budget; with
 // the runtime's default of collecting only when the heap has doubled, a
 // budget filled by chatty processes would cost twice its size and more in
-// RSS. Near the limit the runtime collects sooner instead, trading CPU
+// RSS. Input and environments are live until released, so they count
+// once: a limit below the live set would make the collector run without
+// end. Near the limit the runtime collects sooner instead, trading CPU
 // for memory (never more than half of it), so the agent stays small
-// beside the commands it runs in a sandbox of 1 GB or less.
-func (o options) setMemoryLimit(log zerolog.Logger, getenv func(string) string, logBudget int) {
+// beside the commands it runs.
+func (o options) setMemoryLimit(log zerolog.Logger, getenv func(string) string, b memoryBudgets) {
 	if getenv("GOMEMLIMIT") != "" {
 		return
 	}
@@ -27,7 +36,7 @@ func (o options) setMemoryLimit(log zerolog.Logger, getenv func(string) string, 
 	if set == nil {
 		set = debug.SetMemoryLimit
 	}
-	limit := int64(2*logBudget) + memoryHeadroom
+	limit := 2*b.logs + b.input + b.sessionEnvs + memoryHeadroom
 	set(limit)
 	log.Debug().Int64("bytes", limit).Msg("soft memory limit")
 }
