@@ -34,7 +34,8 @@ func TestEveryConfigVariableIsClassified(t *testing.T) {
 		"SSE_STALL_TIMEOUT": true, "SANDBOX_BODY_TIMEOUT": true, "SANDBOX_UNAUTH_TIMEOUT": true,
 		"SANDBOX_MAX_CONNS": true, "SANDBOX_MAX_COMMANDS": true, "SANDBOX_MAX_PROCESSES": true,
 		"SANDBOX_LOG_BUDGET": true, "SANDBOX_MAX_UPLOAD": true, "SANDBOX_MAX_TUNNELS": true,
-		"SANDBOX_TRUST_FORWARDED_HOST": true, "SANDBOX_INPUT_BUDGET": true, "SANDBOX_SESSION_ENV_BUDGET": true,
+		"SANDBOX_TRUST_FORWARDED_HOST": true, "SANDBOX_EXTRACT_MAX_ENTRIES": true, "SANDBOX_EXTRACT_TIMEOUT": true,
+		"SANDBOX_INPUT_BUDGET": true, "SANDBOX_SESSION_ENV_BUDGET": true,
 	}
 	read := map[string]bool{}
 	_, err := parseConfig(nil, func(k string) string { read[k] = true; return "" }, &bytes.Buffer{})
