@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Issue 7: a background process's input was held until read, without a
+// A background process's input used to be held until read, without a
 // bound (12 × 60 MB: 1.5 GB of RSS). The inputs not yet read are now
 // under one budget: past it a start is refused, naming the budget and its
 // size, and an input gives its bytes back once written, or when its

@@ -13,7 +13,7 @@ import (
 	"github.com/sandbox-executor/sandbox-executor/procs"
 )
 
-// Issue 7: background processes' inputs were held until read, without a
+// Background processes' inputs used to be held until read, without a
 // bound. Past the input budget, /start_process, /run and /run_streaming
 // answer 503 naming the budget and its size; a killed process gives its
 // input back, and the budget takes as much again. Each input is larger

@@ -20,7 +20,7 @@ import (
 	"github.com/sandbox-executor/sandbox-executor/procs"
 )
 
-// These tests are the attacks of issue 8's second item: a client without
+// These tests are attacks on the connection limits: a client without
 // the token must not be able to hold connections, and so file
 // descriptors, for long, nor keep the owner out.
 

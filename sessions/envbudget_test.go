@@ -13,7 +13,7 @@ import (
 	"github.com/sandbox-executor/sandbox-executor/executor"
 )
 
-// Issue 7: session environments added up without a bound (1,000 sessions
+// Session environments used to add up without a bound (1,000 sessions
 // of 1.85 MB: 1.85 GB). They are now under one budget: a session whose
 // environment does not fit is refused, naming the budget and its size; a
 // command whose state would pass it is not committed, and Finish says so;

@@ -78,7 +78,7 @@ func TestUserNotPrivileged(t *testing.T) {
 	assert.ErrorIs(t, err, executor.ErrNotPrivileged)
 }
 
-// Issue 4: nobody exported a PATH with its own bin/id in its session, and
+// The attack: nobody exported a PATH with its own bin/id in its session, and
 // a user: root /run in that session ran that id as root. A command whose
 // own user is not its session's is refused, in either direction, for
 // foreground and background commands alike; the state is never used.

@@ -13,7 +13,7 @@ import (
 	"github.com/sandbox-executor/sandbox-executor/client"
 )
 
-// Issue 7, end to end: -session-env-budget and -input-budget (here from
+// End to end: -session-env-budget and -input-budget (here from
 // their variables) bound what sessions' environments and commands' inputs
 // hold. Past either, 503 names the budget and its size; a session that
 // is deleted gives its bytes back, and the budget takes as much again; a

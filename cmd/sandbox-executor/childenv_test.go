@@ -48,7 +48,7 @@ func TestEveryConfigVariableIsClassified(t *testing.T) {
 	assert.True(t, isCredentialEnv("SANDBOX_SECRET_PATH"))
 }
 
-// Issue 1: every child inherited SANDBOX_SECRET, so a command run as
+// Every child used to inherit SANDBOX_SECRET, so a command run as
 // nobody could read it and call /run as root. Here the agent is a real
 // process started with the secret and its path in its environment; no
 // child of any kind, as root or as nobody, has either, while PORT and

@@ -88,7 +88,7 @@ func startLimitedAgent(t *testing.T, nofile int) *agentProcess {
 	return a
 }
 
-// Issue 8: connections without the token that declared a body and sent
+// Connections without the token that declared a body and sent
 // one byte of it were held for ever; 1,100 of them exhausted a 1,024-fd
 // limit and the owner's /run timed out until the attacker let go. Here a
 // 128-fd agent gets three times that many such connections, half of them
