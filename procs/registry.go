@@ -40,7 +40,9 @@ var (
 func notFound(id string) error       { return fmt.Errorf("%w: %s", ErrNotFound, id) }
 func notRunning(status Status) error { return fmt.Errorf("%w (status: %s)", ErrNotRunning, status) }
 
-// Options bound what a Registry keeps. Zero fields take the defaults.
+// Options bound what a Registry keeps. Zero fields take the defaults,
+// which small accessors (maxLines and so on) supply when they are read:
+// the Options a caller wrote stay as written.
 type Options struct {
 	// MaxLines is how many lines each process retains. If zero, 10,000.
 	MaxLines int
@@ -77,26 +79,46 @@ type Options struct {
 	Log zerolog.Logger
 }
 
-func (o Options) withDefaults() Options {
+func (o Options) maxLines() int {
 	if o.MaxLines <= 0 {
-		o.MaxLines = 10_000
+		return 10_000
 	}
+	return o.MaxLines
+}
+
+func (o Options) maxBytes() int {
 	if o.MaxBytes <= 0 {
-		o.MaxBytes = 8 << 20
+		return 8 << 20
 	}
+	return o.MaxBytes
+}
+
+func (o Options) maxTotalBytes() int {
 	if o.MaxTotalBytes <= 0 {
-		o.MaxTotalBytes = 128 << 20
+		return 128 << 20
 	}
+	return o.MaxTotalBytes
+}
+
+func (o Options) maxRunning() int {
 	if o.MaxRunning <= 0 {
-		o.MaxRunning = defaultMaxRunning()
+		return defaultMaxRunning()
 	}
+	return o.MaxRunning
+}
+
+func (o Options) maxFinished() int {
 	if o.MaxFinished <= 0 {
-		o.MaxFinished = 1_000
+		return 1_000
 	}
+	return o.MaxFinished
+}
+
+func (o Options) maxFinishedBytes() int {
 	if o.MaxFinishedBytes <= 0 {
-		o.MaxFinishedBytes = o.MaxTotalBytes / 2
+		return o.maxTotalBytes() / 2
 	}
-	return o
+	return o.MaxFinishedBytes
 }
 
 // defaultMaxRunning returns 1,000, or an eighth of the soft limit on open
@@ -138,11 +160,10 @@ type Registry struct {
 // Close must be called: it also ends the goroutine that returns released
 // memory to the system.
 func NewRegistry(runner *executor.Runner, opts Options) *Registry {
-	opts = opts.withDefaults()
 	r := &Registry{
 		runner: runner,
 		opts:   opts,
-		budget: newBudget(int64(opts.MaxTotalBytes), reclaimInterval, debug.FreeOSMemory),
+		budget: newBudget(int64(opts.maxTotalBytes()), reclaimInterval, debug.FreeOSMemory),
 		quit:   make(chan struct{}),
 		procs:  map[string]*Process{},
 	}
@@ -174,7 +195,7 @@ type Stats struct {
 func (r *Registry) Stats() Stats {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return Stats{Running: r.running, Finished: r.finished.Len(), Started: r.started, MaxRunning: r.opts.MaxRunning,
+	return Stats{Running: r.running, Finished: r.finished.Len(), Started: r.started, MaxRunning: r.opts.maxRunning(),
 		LogBytes: r.budget.total.Load(), LogBudget: r.budget.max}
 }
 
@@ -199,7 +220,7 @@ func durationMS(d time.Duration) float64 { return float64(d.Microseconds()) / 10
 
 // LogBudget returns the bound on the retained lines of all processes
 // together, in bytes: Options.MaxTotalBytes or its default.
-func (r *Registry) LogBudget() int { return r.opts.MaxTotalBytes }
+func (r *Registry) LogBudget() int { return r.opts.maxTotalBytes() }
 
 // Start starts c in the background. The process outlives the request that
 // asked for it: it ends by itself, by Kill, or by Close. c.Timeout, if
@@ -224,8 +245,8 @@ func (r *Registry) start(c executor.Command) (*Process, error) {
 	if r.closed {
 		return nil, ErrClosed
 	}
-	if r.running >= r.opts.MaxRunning {
-		return nil, fmt.Errorf("%w (limit %d)", ErrTooMany, r.opts.MaxRunning)
+	if limit := r.opts.maxRunning(); r.running >= limit {
+		return nil, fmt.Errorf("%w (limit %d)", ErrTooMany, limit)
 	}
 	p := &Process{
 		ID:        uuid.NewString(),
@@ -233,7 +254,7 @@ func (r *Registry) start(c executor.Command) (*Process, error) {
 		StartedAt: time.Now().UTC(),
 		done:      make(chan struct{}),
 		budget:    r.budget,
-		ring:      newRing(r.opts.MaxLines, r.opts.MaxBytes),
+		ring:      newRing(r.opts.maxLines(), r.opts.maxBytes()),
 		subs:      map[*Subscription]struct{}{},
 		status:    StatusRunning,
 	}
@@ -278,8 +299,8 @@ func (r *Registry) retire(p *Process) (forgotten []*Process) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.running--
-	forgotten = r.finished.Add(p, finished.Bounds[*Process]{MaxItems: r.opts.MaxFinished,
-		MaxBytes: r.opts.MaxFinishedBytes, Bytes: (*Process).logBytes, Release: (*Process).releaseLogs})
+	forgotten = r.finished.Add(p, finished.Bounds[*Process]{MaxItems: r.opts.maxFinished(),
+		MaxBytes: r.opts.maxFinishedBytes(), Bytes: (*Process).logBytes, Release: (*Process).releaseLogs})
 	for _, old := range forgotten {
 		delete(r.procs, old.ID)
 		r.order = slices.DeleteFunc(r.order, func(q *Process) bool { return q == old })

@@ -32,7 +32,7 @@ func TestMaxRunning(t *testing.T) {
 }
 
 func TestDefaultMaxRunning(t *testing.T) {
-	n := Options{}.withDefaults().MaxRunning
+	n := Options{}.maxRunning()
 	assert.Positive(t, n)
 	assert.LessOrEqual(t, n, 1000)
 	var lim syscall.Rlimit
