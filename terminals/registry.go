@@ -45,7 +45,9 @@ var (
 func notFound(id string) error       { return fmt.Errorf("%w: %s", ErrNotFound, id) }
 func notRunning(status Status) error { return fmt.Errorf("%w (status: %s)", ErrNotRunning, status) }
 
-// Options bound what a Registry keeps. Zero fields take the defaults.
+// Options bound what a Registry keeps. Zero fields take the defaults,
+// which small accessors (ringBytes and so on) supply when they are read:
+// the Options a caller wrote stay as written.
 type Options struct {
 	// RingBytes is how much output each terminal keeps for clients that
 	// attach or resume later. If zero, 1 MiB.
@@ -68,23 +70,39 @@ type Options struct {
 	DrainDelay time.Duration
 }
 
-func (o Options) withDefaults() Options {
+func (o Options) ringBytes() int {
 	if o.RingBytes <= 0 {
-		o.RingBytes = 1 << 20
+		return 1 << 20
 	}
+	return o.RingBytes
+}
+
+func (o Options) maxRunning() int {
 	if o.MaxRunning <= 0 {
-		o.MaxRunning = 64
+		return 64
 	}
+	return o.MaxRunning
+}
+
+func (o Options) maxFinished() int {
 	if o.MaxFinished <= 0 {
-		o.MaxFinished = 100
+		return 100
 	}
+	return o.MaxFinished
+}
+
+func (o Options) maxFinishedBytes() int {
 	if o.MaxFinishedBytes <= 0 {
-		o.MaxFinishedBytes = 16 << 20
+		return 16 << 20
 	}
+	return o.MaxFinishedBytes
+}
+
+func (o Options) drainDelay() time.Duration {
 	if o.DrainDelay <= 0 {
-		o.DrainDelay = time.Second
+		return time.Second
 	}
-	return o
+	return o.DrainDelay
 }
 
 // Spec is a terminal to start. It is the seam through which callers (the
@@ -132,7 +150,7 @@ type Registry struct {
 
 // NewRegistry returns a Registry that starts terminals with runner.
 func NewRegistry(runner *executor.Runner, opts Options) *Registry {
-	return &Registry{runner: runner, opts: opts.withDefaults(), terms: map[string]*Terminal{}}
+	return &Registry{runner: runner, opts: opts, terms: map[string]*Terminal{}}
 }
 
 // Start starts a terminal as s says. It outlives the request that asked
@@ -145,8 +163,8 @@ func (r *Registry) Start(s Spec) (*Terminal, error) {
 	if r.closed {
 		return nil, ErrClosed
 	}
-	if r.running >= r.opts.MaxRunning {
-		return nil, fmt.Errorf("%w (limit %d)", ErrTooMany, r.opts.MaxRunning)
+	if limit := r.opts.maxRunning(); r.running >= limit {
+		return nil, fmt.Errorf("%w (limit %d)", ErrTooMany, limit)
 	}
 	c := r.command(s)
 	p, master, err := r.runner.StartTTY(c)
@@ -163,7 +181,7 @@ func (r *Registry) Start(s Spec) (*Terminal, error) {
 		read:      make(chan struct{}),
 		done:      make(chan struct{}),
 		in:        make(chan struct{}, 1),
-		ring:      newRing(r.opts.RingBytes),
+		ring:      newRing(r.opts.ringBytes()),
 		subs:      map[*Cursor]struct{}{},
 		status:    StatusRunning,
 		cols:      c.Cols,
@@ -246,7 +264,7 @@ func (r *Registry) watch(t *Terminal) {
 	<-t.exec.Done()
 	// A reader at EIO has already ended; one still reading stops at
 	// the deadline (a background job holds the terminal).
-	_ = t.master.SetReadDeadline(time.Now().Add(r.opts.DrainDelay))
+	_ = t.master.SetReadDeadline(time.Now().Add(r.opts.drainDelay()))
 	<-t.read
 	// The slot is given back before Done is closed, so that a caller
 	// who waited for one terminal to end can start another.
@@ -264,8 +282,8 @@ func (r *Registry) watch(t *Terminal) {
 func (r *Registry) retire(t *Terminal) (forgotten []*Terminal) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	forgotten = r.finished.Add(t, finished.Bounds[*Terminal]{MaxItems: r.opts.MaxFinished,
-		MaxBytes: r.opts.MaxFinishedBytes, Bytes: (*Terminal).outputBytes, Release: (*Terminal).releaseOutput})
+	forgotten = r.finished.Add(t, finished.Bounds[*Terminal]{MaxItems: r.opts.maxFinished(),
+		MaxBytes: r.opts.maxFinishedBytes(), Bytes: (*Terminal).outputBytes, Release: (*Terminal).releaseOutput})
 	for _, old := range forgotten {
 		delete(r.terms, old.ID)
 		r.order = slices.DeleteFunc(r.order, func(q *Terminal) bool { return q == old })
