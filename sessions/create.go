@@ -120,8 +120,8 @@ func (r *Registry) addLocked(s *Session) (*Session, error) {
 		return nil, ErrClosed
 	case old != nil:
 		return old, fmt.Errorf("%w: %s", ErrExists, s.id)
-	case len(r.sessions) >= r.opts.MaxSessions:
-		return nil, fmt.Errorf("%w (limit %d)", ErrTooMany, r.opts.MaxSessions)
+	case len(r.sessions) >= r.opts.maxSessions():
+		return nil, fmt.Errorf("%w (limit %d)", ErrTooMany, r.opts.maxSessions())
 	}
 	r.sessions[s.id] = s
 	return nil, nil

@@ -62,7 +62,7 @@ func (r *Registry) expire(ctx context.Context) time.Duration {
 	}
 	r.mu.Unlock()
 	for _, s := range expired {
-		dctx, cancel := context.WithTimeout(ctx, r.opts.KillWait)
+		dctx, cancel := context.WithTimeout(ctx, r.opts.killWait())
 		_ = s.destroy(dctx) // a workdir that cannot be removed stays; nobody is waiting for the error
 		cancel()
 	}

@@ -48,7 +48,9 @@ func notFound(id string) error { return fmt.Errorf("%w: %s", ErrNotFound, id) }
 // maxIDLen is the longest session id.
 const maxIDLen = 128
 
-// Options configure a Registry. Zero fields take the defaults.
+// Options configure a Registry. Zero fields take the defaults, which
+// small accessors (maxSessions and so on) supply when they are read: the
+// Options a caller wrote stay as written.
 type Options struct {
 	// StateDir is where the registry makes the directory (mode 0711) of
 	// the files in which commands leave their state. Users that sessions
@@ -71,6 +73,27 @@ type Options struct {
 	// errors wrap ErrEnvBudget. A deleted session gives its bytes back. If
 	// zero, 64 MiB.
 	MaxEnvBytes int64
+}
+
+func (o Options) maxSessions() int {
+	if o.MaxSessions <= 0 {
+		return 1_000
+	}
+	return o.MaxSessions
+}
+
+func (o Options) killWait() time.Duration {
+	if o.KillWait <= 0 {
+		return 3 * time.Second
+	}
+	return o.KillWait
+}
+
+func (o Options) maxEnvBytes() int64 {
+	if o.MaxEnvBytes <= 0 {
+		return defaultMaxEnvBytes
+	}
+	return o.MaxEnvBytes
 }
 
 // Registry holds the sessions. Close deletes them all.
@@ -96,18 +119,9 @@ type Registry struct {
 	closed   bool
 }
 
-// New returns a Registry whose commands run with runner. Its Close must
-// be called: it ends the janitor that deletes idle sessions.
-func New(runner *executor.Runner, opts Options) (*Registry, error) {
-	if opts.MaxSessions <= 0 {
-		opts.MaxSessions = 1_000
-	}
-	if opts.KillWait <= 0 {
-		opts.KillWait = 3 * time.Second
-	}
-	if opts.MaxEnvBytes <= 0 {
-		opts.MaxEnvBytes = defaultMaxEnvBytes
-	}
+// NewRegistry returns a Registry whose commands run with runner. Its Close
+// must be called: it ends the janitor that deletes idle sessions.
+func NewRegistry(runner *executor.Runner, opts Options) (*Registry, error) {
 	dir, err := makeStateDir(opts.StateDir)
 	if err != nil {
 		return nil, err
@@ -115,7 +129,7 @@ func New(runner *executor.Runner, opts Options) (*Registry, error) {
 	r := &Registry{runner: runner, opts: opts, states: statePool{dir: dir}, agentUser: currentUser(),
 		agentUID: uint32(os.Geteuid()), kick: make(chan struct{}, 1), sessions: map[string]*Session{}}
 	ctx, stop := context.WithCancel(context.Background())
-	r.envs.max = opts.MaxEnvBytes
+	r.envs.max = opts.maxEnvBytes()
 	r.stop = stop
 	r.wg.Add(1)
 	go r.janitor(ctx)
