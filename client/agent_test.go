@@ -54,7 +54,7 @@ func startAgent(t *testing.T, ac agentConfig) *testAgent {
 	reg := procs.NewRegistry(runner, ac.procs)
 	terms := terminals.NewRegistry(runner, terminals.Options{DrainDelay: 200 * time.Millisecond})
 	fwd := &proxy.Forwarder{}
-	sess, err := sessions.New(runner, sessions.Options{StateDir: t.TempDir(), WorkdirParent: t.TempDir()})
+	sess, err := sessions.NewRegistry(runner, sessions.Options{StateDir: t.TempDir(), WorkdirParent: t.TempDir()})
 	require.NoError(t, err)
 	tuns := &tunnels.Registry{}
 	srv := server.New(zerolog.Nop(), auth,

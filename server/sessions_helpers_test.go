@@ -22,7 +22,7 @@ func newTestSessions(tb testing.TB, runner *executor.Runner) *sessions.Registry 
 	// As /tmp is: users the sessions run as reach what is in it.
 	require.NoError(tb, os.Chmod(dir, 0o711))
 	require.NoError(tb, os.Chmod(filepath.Dir(dir), 0o711))
-	reg, err := sessions.New(runner, sessions.Options{StateDir: dir, WorkdirParent: dir})
+	reg, err := sessions.NewRegistry(runner, sessions.Options{StateDir: dir, WorkdirParent: dir})
 	require.NoError(tb, err)
 	tb.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -15,7 +15,7 @@ import (
 // The shell's part is left out: the state is the one a shell wrote once.
 func BenchmarkCallFinish(b *testing.B) {
 	dir := b.TempDir()
-	r, err := New(&executor.Runner{}, Options{StateDir: "/dev/shm", WorkdirParent: dir})
+	r, err := NewRegistry(&executor.Runner{}, Options{StateDir: "/dev/shm", WorkdirParent: dir})
 	require.NoError(b, err)
 	defer r.Close(b.Context())
 	r.sourceOnce.Do(func() { r.sourceKind = sourceMissing })

@@ -128,7 +128,7 @@ func TestCreate(t *testing.T) {
 	assert.Equal(t, `invalid session: environment variable name "A=B"`, err.Error())
 	assert.Len(t, r.List(), 2)
 
-	full, err := New(&executor.Runner{}, Options{StateDir: t.TempDir(), MaxSessions: 1})
+	full, err := NewRegistry(&executor.Runner{}, Options{StateDir: t.TempDir(), MaxSessions: 1})
 	require.NoError(t, err)
 	defer full.Close(context.Background())
 	create(t, full, Config{ID: "one"})
@@ -140,7 +140,7 @@ func TestCreate(t *testing.T) {
 func TestCloseDeletesAll(t *testing.T) {
 	runner := &executor.Runner{}
 	dir := t.TempDir()
-	r, err := New(runner, Options{StateDir: dir, WorkdirParent: dir})
+	r, err := NewRegistry(runner, Options{StateDir: dir, WorkdirParent: dir})
 	require.NoError(t, err)
 	s := create(t, r, Config{ID: "c", TempWorkdir: true})
 	call, err := r.Call("c", sh("sleep 300"))

@@ -23,7 +23,7 @@ func TestEnvBudget(t *testing.T) {
 	runner := &executor.Runner{DrainDelay: 200 * time.Millisecond, Env: []string{"PATH=" + os.Getenv("PATH")}}
 	dir := t.TempDir()
 	const budget = 1 << 20
-	r, err := New(runner, Options{StateDir: dir, WorkdirParent: dir, MaxEnvBytes: budget})
+	r, err := NewRegistry(runner, Options{StateDir: dir, WorkdirParent: dir, MaxEnvBytes: budget})
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

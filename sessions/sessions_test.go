@@ -27,7 +27,7 @@ func newTestRegistry(t *testing.T) (*Registry, *executor.Runner) {
 	// As /tmp is: other users (TestUserNobody's) reach what is in it.
 	require.NoError(t, os.Chmod(dir, 0o711))
 	require.NoError(t, os.Chmod(filepath.Dir(dir), 0o711))
-	r, err := New(runner, Options{StateDir: dir, WorkdirParent: dir})
+	r, err := NewRegistry(runner, Options{StateDir: dir, WorkdirParent: dir})
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -121,7 +121,7 @@ func (o options) run(ctx context.Context, args []string, getenv func(string) str
 		// As init, the agent inherits every orphan; see executor.Reaper.
 		runner.Reaper = executor.NewReaper()
 	}
-	sess, err := sessions.New(runner, sessions.Options{MaxEnvBytes: int64(cfg.envBudget)})
+	sess, err := sessions.NewRegistry(runner, sessions.Options{MaxEnvBytes: int64(cfg.envBudget)})
 	if err != nil {
 		apiLn.Close()
 		proxyLn.Close()
