@@ -102,6 +102,13 @@ func (r *Runner) drainDelay() time.Duration {
 	return r.DrainDelay
 }
 
+func (r *Runner) oomScoreAdj() int {
+	if r.OOMScoreAdj == 0 {
+		return 500
+	}
+	return r.OOMScoreAdj
+}
+
 // Result is how a command ended.
 type Result struct {
 	// Code is the exit status: the shell's own, 128+n if the shell was
@@ -231,7 +238,7 @@ func (r *Runner) startProcess(ctx context.Context, c Command, bufs buffers, stdo
 		return nil, startError(c, err)
 	}
 	closeAll(outW, errW, inR) // the child has its copies; EOF comes when it and its children close theirs
-	r.oom.adjust(cmd.Process.Pid, r.OOMScoreAdj)
+	r.oom.adjust(cmd.Process.Pid, r.oomScoreAdj())
 	r.started(p)
 	if c.OnStart != nil {
 		c.OnStart(p)

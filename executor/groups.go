@@ -171,7 +171,7 @@ type oomAdjuster struct {
 }
 
 // adjust sets the oom_score_adj of pid, a command just started, to the
-// agent's own plus inc (500 if zero; nothing if negative), at most 1000.
+// agent's own plus inc (nothing if inc is negative), at most 1000.
 // Raising it needs no privilege. Errors are ignored: without /proc the
 // command keeps the agent's value.
 //
@@ -181,9 +181,6 @@ type oomAdjuster struct {
 func (o *oomAdjuster) adjust(pid, inc int) {
 	if inc < 0 {
 		return
-	}
-	if inc == 0 {
-		inc = 500
 	}
 	o.once.Do(func() {
 		b, err := os.ReadFile("/proc/self/oom_score_adj")

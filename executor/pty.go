@@ -116,7 +116,7 @@ func (r *Runner) startTTY(c TTYCommand) (*Process, *os.File, error) {
 		master.Close()
 		return nil, nil, startError(cc, err)
 	}
-	r.oom.adjust(cmd.Process.Pid, r.OOMScoreAdj)
+	r.oom.adjust(cmd.Process.Pid, r.oomScoreAdj())
 	r.started(p)
 	if c.OnStart != nil {
 		c.OnStart(p)

@@ -74,6 +74,13 @@ func (r *Reaper) Done(pid int) {
 	}
 }
 
+func (r *Reaper) minInterval() time.Duration {
+	if r.MinInterval <= 0 {
+		return 50 * time.Millisecond
+	}
+	return r.MinInterval
+}
+
 // Run reaps orphaned zombies each time a child exits, until ctx ends.
 //
 // Run runs in its own goroutine, started by whoever created the Reaper; it
@@ -82,10 +89,7 @@ func (r *Reaper) Run(ctx context.Context) {
 	sigc := make(chan os.Signal, 1)
 	signal.Notify(sigc, syscall.SIGCHLD)
 	defer signal.Stop(sigc)
-	interval := r.MinInterval
-	if interval <= 0 {
-		interval = 50 * time.Millisecond
-	}
+	interval := r.minInterval()
 	for {
 		r.Reap()
 		select {
