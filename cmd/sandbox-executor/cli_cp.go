@@ -219,7 +219,7 @@ func receiveFile(ctx context.Context, cl *client.Client, path string, w io.Write
 func sendTree(ctx context.Context, cl *client.Client, dir, path string, prog *progress) error {
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
-	go archiveTree(done, ctx, pw, dir)
+	go archiveTree(ctx, done, pw, dir)
 	_, err := cl.ExtractArchive(ctx, path, prog.reader(pr), false)
 	pr.CloseWithError(errors.New("upload over")) // an archiver nobody reads any more stops
 	if aerr := <-done; aerr != nil && errors.Is(aerr, files.ErrArchiveSource) {
@@ -234,7 +234,7 @@ func sendTree(ctx context.Context, cl *client.Client, dir, path string, prog *pr
 // archiveTree runs in its own goroutine, started by sendTree, which waits
 // for it; it ends when the tree is written, or when the pipe's reader is
 // closed.
-func archiveTree(done chan<- error, ctx context.Context, pw *io.PipeWriter, dir string) {
+func archiveTree(ctx context.Context, done chan<- error, pw *io.PipeWriter, dir string) {
 	err := files.WriteArchive(ctx, pw, dir, files.ArchiveOptions{})
 	pw.CloseWithError(err)
 	done <- err
@@ -246,7 +246,7 @@ func archiveTree(done chan<- error, ctx context.Context, pw *io.PipeWriter, dir 
 func receiveTree(ctx context.Context, cl *client.Client, path, dir string, prog *progress) error {
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
-	go fetchTree(done, ctx, cl, pw, prog.writer(pw), path)
+	go fetchTree(ctx, done, cl, pw, prog.writer(pw), path)
 	_, err := files.Extract(ctx, dir, pr, files.ExtractOptions{})
 	pr.Close() // a download nobody reads any more stops, with io.ErrClosedPipe
 	if ferr := <-done; ferr != nil {
@@ -261,7 +261,7 @@ func receiveTree(ctx context.Context, cl *client.Client, path, dir string, prog 
 // fetchTree runs in its own goroutine, started by receiveTree, which
 // waits for it; it ends when the archive has come, or when the pipe's
 // reader is closed.
-func fetchTree(done chan<- error, ctx context.Context, cl *client.Client, pw *io.PipeWriter, w io.Writer, path string) {
+func fetchTree(ctx context.Context, done chan<- error, cl *client.Client, pw *io.PipeWriter, w io.Writer, path string) {
 	_, err := cl.DownloadArchive(ctx, path, w, false)
 	pw.CloseWithError(err)
 	if errors.Is(err, io.ErrClosedPipe) {
