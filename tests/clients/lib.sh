@@ -5,7 +5,31 @@
 # (Debian's chromium), CLIENTS_DIR (this folder, with node_modules) and
 # EXAMPLES_DIR. A check prints one summary line and exits 0, or says
 # why on stderr and exits non-zero. Every command in it is bounded in time.
+#
+# run.sh beside it and tests/image/run.sh source it with LIB_APT_ONLY=1,
+# before any of that exists, for apt_install alone.
 set -euo pipefail
+
+# apt_install PACKAGE... installs the Debian packages with apt-get, running
+# apt-get update before the first install, or, as a user other than root,
+# says what to install and exits 1. Its messages start with $apt_who (the
+# script's name if unset).
+apt_updated=
+apt_install() {
+  local who=${apt_who:-${0##*/}}
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "$who: missing $*; install it (Debian: apt-get install $*) or run as root" >&2
+    exit 1
+  fi
+  echo "$who: installing $* with apt-get" >&2
+  if [ -z "$apt_updated" ]; then
+    timeout 300 apt-get update -qq >&2
+    apt_updated=1
+  fi
+  DEBIAN_FRONTEND=noninteractive timeout 600 apt-get install -y -qq --no-install-recommends "$@" >&2
+}
+[ -z "${LIB_APT_ONLY:-}" ] || return 0
+
 : "${SANDBOX_URL:?}" "${SANDBOX_SECRET:?}" "${PY:?}" "${CLIENTS_DIR:?}" "${EXAMPLES_DIR:?}" "${BIN:?}" "${PYDEB:?}"
 AUTH="Authorization: Bearer $SANDBOX_SECRET"
 TMP=$(mktemp -d)

@@ -25,19 +25,8 @@ export BIN CLIENTS_DIR EXAMPLES_DIR
 
 # ---- what the clients need -------------------------------------------------
 
-apt_updated=
-apt_install() {
-  if [ "$(id -u)" -ne 0 ]; then
-    echo "run.sh: missing $*; install it (Debian: apt-get install $*) or run as root" >&2
-    exit 1
-  fi
-  echo "run.sh: installing $* with apt-get" >&2
-  if [ -z "$apt_updated" ]; then
-    timeout 300 apt-get update -qq >&2
-    apt_updated=1
-  fi
-  DEBIAN_FRONTEND=noninteractive timeout 600 apt-get install -y -qq --no-install-recommends "$@" >&2
-}
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+LIB_APT_ONLY=1 . "$CLIENTS_DIR/lib.sh" # apt_install
 
 command -v curl >/dev/null || apt_install curl ca-certificates
 command -v wget >/dev/null || apt_install wget

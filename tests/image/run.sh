@@ -42,19 +42,9 @@ start_s=$SECONDS
 
 # ---- what it needs ---------------------------------------------------------
 
-apt_updated=
-apt_install() {
-  if [ "$(id -u)" -ne 0 ]; then
-    echo "image test: missing $*; install it (Debian: apt-get install $*) or run as root" >&2
-    exit 1
-  fi
-  echo "image test: installing $* with apt-get" >&2
-  if [ -z "$apt_updated" ]; then
-    timeout 300 apt-get update -qq >&2
-    apt_updated=1
-  fi
-  DEBIAN_FRONTEND=noninteractive timeout 600 apt-get install -y -qq --no-install-recommends "$@" >&2
-}
+apt_who='image test'
+# shellcheck source-path=SCRIPTDIR source=../clients/lib.sh
+LIB_APT_ONLY=1 . "$ROOT/tests/clients/lib.sh" # apt_install
 installed() { [ "$(dpkg-query -W -f='${Status}' "$1" 2>/dev/null)" = "install ok installed" ]; }
 
 # Debian's docker.io: its client (/usr/bin/docker, which may not come first
