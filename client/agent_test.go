@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -29,8 +30,8 @@ const testSecret = "client-test-secret"
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// testAgent is a real agent (server, executor, registry, forwarder) on a
-// loopback httptest server, and a Client for it.
+// testAgent is a real agent (server, executor, registries, forwarder,
+// tunnels) on a loopback httptest server, and a Client for it.
 type testAgent struct {
 	ts  *httptest.Server
 	c   *client.Client
@@ -45,36 +46,59 @@ type agentConfig struct {
 	wrap   func(http.Handler) http.Handler // if not nil, wraps the agent's handler to look at requests
 }
 
-// startAgent starts an agent configured by ac until the test ends.
+// startAgent starts an agent configured by ac until the test ends, built
+// and stopped as the server package's newTestServer does it, which this
+// package cannot import: every dependency, the TCP proxy served on a
+// loopback port, the connection limiter in front, and the order of the
+// agent's shutdown at the end (agent.Close in cmd/sandbox-executor). The
+// replies are not checked against openapi.yaml here: that checker lives in
+// the server package's tests.
 func startAgent(t *testing.T, ac agentConfig) *testAgent {
 	t.Helper()
 	auth, err := server.NewStaticAuth(testSecret)
 	require.NoError(t, err)
+	proxyLn, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	if ac.server.ProxyPort == 0 {
+		ac.server.ProxyPort = proxyLn.Addr().(*net.TCPAddr).Port
+	}
 	runner := &executor.Runner{Shell: ac.shell, DrainDelay: 500 * time.Millisecond}
 	reg := procs.NewRegistry(runner, ac.procs)
 	terms := terminals.NewRegistry(runner, terminals.Options{DrainDelay: 200 * time.Millisecond})
 	fwd := &proxy.Forwarder{}
 	sess, err := sessions.NewRegistry(runner, sessions.Options{StateDir: t.TempDir(), WorkdirParent: t.TempDir()})
 	require.NoError(t, err)
-	tuns := &tunnels.Registry{}
+	tuns := &tunnels.Registry{Reserved: []int{ac.server.ProxyPort}}
 	srv := server.New(zerolog.Nop(), auth,
 		server.Deps{Runner: runner, Procs: reg, Forwarder: fwd, Terminals: terms, Sessions: sess, Tunnels: tuns}, ac.server)
 	var h http.Handler = srv
 	if ac.wrap != nil {
 		h = ac.wrap(h)
 	}
-	ts := httptest.NewServer(h)
+	ts := httptest.NewUnstartedServer(h)
+	tuns.Reserved = append(tuns.Reserved, ts.Listener.Addr().(*net.TCPAddr).Port)
+	ts.Listener = srv.Listener(ts.Config, ts.Listener) // the connection limiter, as the agent serves it
+	baseCtx, cancelBase := context.WithCancel(context.Background())
+	ts.Config.BaseContext = func(net.Listener) context.Context { return baseCtx }
+	served := make(chan error, 1)
+	go func() { served <- fwd.Serve(proxyLn) }()
+	ts.Start()
 	t.Cleanup(func() {
+		cancelBase()
 		ts.CloseClientConnections()
 		ts.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		require.NoError(t, tuns.Close(ctx))
 		require.NoError(t, srv.Close(ctx))
+		require.NoError(t, fwd.Close(ctx))
+		if err := <-served; !errors.Is(err, proxy.ErrClosed) { // closed before it served: as the agent, no failure
+			require.NoError(t, err)
+		}
 		require.NoError(t, terms.Close(ctx))
 		require.NoError(t, reg.Close(ctx))
-		require.NoError(t, fwd.Close(ctx))
 		require.NoError(t, sess.Close(ctx))
+		runner.KillAll()
 	})
 	return &testAgent{ts: ts, c: newClient(t, ts, ts.URL+ac.server.BasePath, testSecret), reg: reg}
 }

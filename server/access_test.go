@@ -2,12 +2,10 @@ package server
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -20,8 +18,6 @@ import (
 
 	"github.com/sandbox-executor/sandbox-executor/executor"
 	"github.com/sandbox-executor/sandbox-executor/internal/testutil"
-	"github.com/sandbox-executor/sandbox-executor/procs"
-	"github.com/sandbox-executor/sandbox-executor/proxy"
 )
 
 // logLines parses the JSON lines of buf, as many as are complete.
@@ -72,7 +68,7 @@ func debugLogger(buf *testutil.SyncBuffer) zerolog.Logger {
 // the remote address and the duration in milliseconds.
 func TestRequestIDAndAccessLog(t *testing.T) {
 	var buf testutil.SyncBuffer
-	ts, _, _ := newServedTestServer(t, Config{}, debugLogger(&buf))
+	ts, _ := newTestServer(t, testServer{log: debugLogger(&buf)})
 	get := func(id string) string {
 		req, err := http.NewRequest(http.MethodGet, ts.URL+"/health", nil)
 		require.NoError(t, err)
@@ -109,7 +105,7 @@ func TestRequestIDAndAccessLog(t *testing.T) {
 // the access line of a failure is at info.
 func TestRefusalLogged(t *testing.T) {
 	var buf testutil.SyncBuffer
-	ts, _, _ := newServedTestServer(t, Config{}, debugLogger(&buf))
+	ts, _ := newTestServer(t, testServer{log: debugLogger(&buf)})
 	resp := request(t, ts, http.MethodPost, "/run", map[string]any{"cwd": "/"})
 	drain(t, resp)
 	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
@@ -131,18 +127,13 @@ func TestRefusalLogged(t *testing.T) {
 // still gets its access-log line and its count.
 func TestAbortedRequestLogged(t *testing.T) {
 	var buf testutil.SyncBuffer
-	auth, err := NewStaticAuth(testSecret)
-	require.NoError(t, err)
-	runner := &executor.Runner{}
-	reg := procs.NewRegistry(runner, procs.Options{})
-	t.Cleanup(func() { require.NoError(t, reg.Close(context.Background())) })
-	s := New(debugLogger(&buf), auth, Deps{Runner: runner, Procs: reg, Forwarder: &proxy.Forwarder{}}, Config{})
-	s.router.Handle("/abort", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		panic(http.ErrAbortHandler)
-	}))
-	// Not through the document's checker: /abort is not in it.
-	ts := httptest.NewServer(s)
-	t.Cleanup(ts.Close)
+	// /abort is not in the document, but the checker never judges it: the
+	// panic passes through the checker too.
+	ts, _ := newTestServer(t, testServer{runner: &executor.Runner{}, log: debugLogger(&buf), setup: func(s *Server) {
+		s.router.Handle("/abort", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			panic(http.ErrAbortHandler)
+		}))
+	}})
 	req, err := http.NewRequest(http.MethodGet, ts.URL+"/abort", nil)
 	require.NoError(t, err)
 	req.Header.Set("Authorization", "Bearer "+testSecret)
@@ -164,12 +155,7 @@ func TestPoolClaimLogged(t *testing.T) {
 	var buf testutil.SyncBuffer
 	auth, err := NewPoolAuth(filepath.Join(t.TempDir(), "secret"))
 	require.NoError(t, err)
-	runner := &executor.Runner{}
-	reg := procs.NewRegistry(runner, procs.Options{})
-	t.Cleanup(func() { require.NoError(t, reg.Close(context.Background())) })
-	s := New(zerolog.New(&buf).Level(zerolog.InfoLevel), auth, Deps{Runner: runner, Procs: reg, Forwarder: &proxy.Forwarder{}}, Config{})
-	ts := httptest.NewServer(openAPICheck(t, "", s))
-	t.Cleanup(ts.Close)
+	ts, _ := newTestServer(t, testServer{runner: &executor.Runner{}, auth: auth, log: zerolog.New(&buf).Level(zerolog.InfoLevel)})
 	for range 2 {
 		resp := request(t, ts, http.MethodGet, "/list_processes", nil)
 		drain(t, resp)
@@ -186,7 +172,7 @@ func TestPoolClaimLogged(t *testing.T) {
 // long its path: whoever has no token cannot fill the log.
 func TestUnauthorizedLogSmall(t *testing.T) {
 	var buf testutil.SyncBuffer
-	ts, _, _ := newServedTestServer(t, Config{}, debugLogger(&buf))
+	ts, _ := newTestServer(t, testServer{log: debugLogger(&buf)})
 	long := "/" + strings.Repeat("a", 8000) // under the request line's limit
 	for _, path := range []string{long, "/run" + long} {
 		resp, err := ts.Client().Get(ts.URL + path)
@@ -213,7 +199,7 @@ func TestUnauthorizedLogSmall(t *testing.T) {
 // the connection's last reply; one at the limit is routed as usual.
 func TestLongRequestLine(t *testing.T) {
 	var buf testutil.SyncBuffer
-	ts, _, _ := newServedTestServer(t, Config{}, debugLogger(&buf))
+	ts, _ := newTestServer(t, testServer{log: debugLogger(&buf)})
 	conn, err := net.Dial("tcp", ts.Listener.Addr().String())
 	require.NoError(t, err)
 	defer conn.Close()

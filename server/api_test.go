@@ -15,11 +15,10 @@ import (
 
 	"github.com/sandbox-executor/sandbox-executor/executor"
 	"github.com/sandbox-executor/sandbox-executor/internal/testutil"
-	"github.com/sandbox-executor/sandbox-executor/procs"
 )
 
 func TestHealthIsOpenAndJSON(t *testing.T) {
-	ts, _ := newTestServerWith(t, Config{ProxyPort: 3031, Version: "v1"}, &executor.Runner{}, procs.Options{})
+	ts, _ := newTestServer(t, testServer{cfg: Config{ProxyPort: 3031, Version: "v1"}, runner: &executor.Runner{}})
 	resp, err := http.Get(ts.URL + "/health")
 	require.NoError(t, err)
 	defer resp.Body.Close()
@@ -36,7 +35,7 @@ func TestHealthIsOpenAndJSON(t *testing.T) {
 // HEAD /health, as load balancers send it, answers as GET does without
 // the body.
 func TestHealthHead(t *testing.T) {
-	ts, _ := newTestServerWith(t, Config{ProxyPort: 3031, Version: "v1"}, &executor.Runner{}, procs.Options{})
+	ts, _ := newTestServer(t, testServer{cfg: Config{ProxyPort: 3031, Version: "v1"}, runner: &executor.Runner{}})
 	resp, err := http.Head(ts.URL + "/health")
 	require.NoError(t, err)
 	body, err := io.ReadAll(resp.Body)
@@ -49,7 +48,7 @@ func TestHealthHead(t *testing.T) {
 }
 
 func TestAuthRequiredEverywhereButHealth(t *testing.T) {
-	ts, _ := newTestServer(t)
+	ts, _ := newTestServer(t, testServer{})
 	paths := []struct{ method, path string }{
 		{"POST", "/run"}, {"POST", "/run_streaming"}, {"POST", "/write_file"}, {"POST", "/read_file"},
 		{"POST", "/delete_file"}, {"POST", "/make_dir"}, {"POST", "/delete_dir"}, {"POST", "/list_dir"},
@@ -80,7 +79,7 @@ func TestAuthRequiredEverywhereButHealth(t *testing.T) {
 // Two Authorization headers are ambiguous: proxies and servers differ on
 // which one counts, so neither does.
 func TestTwoAuthorizationHeadersAre400(t *testing.T) {
-	ts, _ := newTestServer(t)
+	ts, _ := newTestServer(t, testServer{})
 	for _, second := range []string{"Bearer " + testSecret, "Bearer wrong"} {
 		req, err := http.NewRequest("GET", ts.URL+"/list_processes", nil)
 		require.NoError(t, err)
@@ -97,7 +96,7 @@ func TestTwoAuthorizationHeadersAre400(t *testing.T) {
 }
 
 func TestRoutingKeyIgnoredAndSchemeCaseInsensitive(t *testing.T) {
-	ts, _ := newTestServer(t)
+	ts, _ := newTestServer(t, testServer{})
 	req, err := http.NewRequest("GET", ts.URL+"/list_processes", nil)
 	require.NoError(t, err)
 	req.Header.Set("Authorization", "bearer "+testSecret)
@@ -109,7 +108,7 @@ func TestRoutingKeyIgnoredAndSchemeCaseInsensitive(t *testing.T) {
 }
 
 func TestNotFoundAndMethodNotAllowedAreJSON(t *testing.T) {
-	ts, _ := newTestServer(t)
+	ts, _ := newTestServer(t, testServer{})
 	code, body := call(t, ts, "GET", "/nope", nil)
 	assert.Equal(t, http.StatusNotFound, code)
 	assert.Contains(t, body["error"], "/nope")
@@ -122,7 +121,7 @@ func TestNotFoundAndMethodNotAllowedAreJSON(t *testing.T) {
 }
 
 func TestBadRequests(t *testing.T) {
-	ts, _ := newTestServer(t)
+	ts, _ := newTestServer(t, testServer{})
 	tests := []struct {
 		path, body, want string
 	}{
@@ -158,7 +157,7 @@ func TestBadRequests(t *testing.T) {
 // Input no process can be given is the request's fault: 400, which
 // clients do not retry, and the same for every command endpoint.
 func TestInvalidCommandsAre400(t *testing.T) {
-	ts, _ := newTestServer(t)
+	ts, _ := newTestServer(t, testServer{})
 	for _, path := range []string{"/run", "/run_streaming", "/start_process"} {
 		for _, body := range []map[string]any{
 			{"cmd": "echo a\x00b"},
@@ -174,7 +173,7 @@ func TestInvalidCommandsAre400(t *testing.T) {
 // A command that cannot start for the system's reasons is a 500 that says
 // so, without the details, which go to the log.
 func TestRunStartFailureIs500(t *testing.T) {
-	ts, _ := newTestServerWith(t, Config{}, &executor.Runner{Shell: "/no/such/shell"}, procs.Options{})
+	ts, _ := newTestServer(t, testServer{runner: &executor.Runner{Shell: "/no/such/shell"}})
 	code, body := call(t, ts, "POST", "/run", map[string]string{"cmd": "true"})
 	assert.Equal(t, http.StatusInternalServerError, code)
 	assert.Equal(t, map[string]any{"error": "failed to start command"}, body)
@@ -184,14 +183,14 @@ func TestRunStartFailureIs500(t *testing.T) {
 }
 
 func TestBodyTooLargeIs413(t *testing.T) {
-	ts, _ := newTestServerWith(t, Config{MaxBody: 1024}, &executor.Runner{}, procs.Options{})
+	ts, _ := newTestServer(t, testServer{cfg: Config{MaxBody: 1024}, runner: &executor.Runner{}})
 	code, body := call(t, ts, "POST", "/write_file", map[string]string{"path": "/tmp/x", "content": strings.Repeat("x", 4096)})
 	assert.Equal(t, http.StatusRequestEntityTooLarge, code)
 	assert.Contains(t, body["error"], "too large")
 }
 
 func TestBadCwdIs400NamingIt(t *testing.T) {
-	ts, _ := newTestServer(t)
+	ts, _ := newTestServer(t, testServer{})
 	for _, path := range []string{"/run", "/run_streaming", "/start_process"} {
 		resp := request(t, ts, "POST", path, map[string]string{"cmd": "true", "cwd": "/no/such/dir"})
 		assert.Equal(t, http.StatusBadRequest, resp.StatusCode, path)
@@ -204,7 +203,7 @@ func TestBadCwdIs400NamingIt(t *testing.T) {
 
 // White space after the object is no trailing data.
 func TestWhiteSpaceAfterBody(t *testing.T) {
-	ts, _ := newTestServer(t)
+	ts, _ := newTestServer(t, testServer{})
 	code, body := call(t, ts, "POST", "/run", "{\"cmd\":\"echo hi\"} \r\n\t\n")
 	assert.Equal(t, http.StatusOK, code)
 	assert.Equal(t, "hi\n", body["stdout"])
@@ -214,7 +213,7 @@ func TestWhiteSpaceAfterBody(t *testing.T) {
 // a client follows a 301 to a POST with a GET, and the redirect dropped
 // BASE_PATH.
 func TestUncleanPathsAreServed(t *testing.T) {
-	ts, _ := newTestServerWith(t, Config{BasePath: "/koyeb-sandbox"}, &executor.Runner{}, procs.Options{})
+	ts, _ := newTestServer(t, testServer{cfg: Config{BasePath: "/koyeb-sandbox"}, runner: &executor.Runner{}})
 	client := ts.Client()
 	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	for _, path := range []string{"//run", "/./run", "/x/../run", "///run", "/koyeb-sandbox//run",
@@ -242,7 +241,7 @@ func TestUncleanPathsAreServed(t *testing.T) {
 }
 
 func TestBasePath(t *testing.T) {
-	ts, _ := newTestServerWith(t, Config{BasePath: "/koyeb-sandbox/"}, &executor.Runner{}, procs.Options{})
+	ts, _ := newTestServer(t, testServer{cfg: Config{BasePath: "/koyeb-sandbox/"}, runner: &executor.Runner{}})
 	code, body := call(t, ts, "POST", "/koyeb-sandbox/run", map[string]string{"cmd": "echo hi"})
 	assert.Equal(t, http.StatusOK, code)
 	assert.Equal(t, "hi\n", body["stdout"])
@@ -257,7 +256,7 @@ func TestBasePath(t *testing.T) {
 }
 
 func TestPorts(t *testing.T) {
-	ts, _ := newTestServerWith(t, Config{ProxyPort: 4031}, &executor.Runner{}, procs.Options{})
+	ts, _ := newTestServer(t, testServer{cfg: Config{ProxyPort: 4031}, runner: &executor.Runner{}})
 	code, body := call(t, ts, "GET", "/port_status", nil)
 	assert.Equal(t, http.StatusOK, code)
 	assert.Equal(t, map[string]any{"success": true, "port": "", "proxy_port": "4031"}, body)
@@ -286,7 +285,7 @@ func TestPorts(t *testing.T) {
 // The TCP proxy itself is tested in package proxy; this checks that a bind
 // through the API reaches the forwarder the agent serves.
 func TestBindPortForwards(t *testing.T) {
-	ts, s := newTestServer(t)
+	ts, s := newTestServer(t, testServer{})
 	backend := newEchoListener(t)
 	port := backend.Addr().(*net.TCPAddr).Port
 	code, _ := call(t, ts, "POST", "/bind_port", map[string]any{"port": port})
@@ -320,7 +319,7 @@ func newEchoListener(t *testing.T) net.Listener {
 // Every JSON reply writes <, > and & as they are, as /run and the event
 // streams do: one SDK compared an error's text byte for byte.
 func TestRepliesDoNotEscapeHTML(t *testing.T) {
-	ts, _ := newTestServer(t)
+	ts, _ := newTestServer(t, testServer{})
 	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, ts.URL+"/list_dir", strings.NewReader(`{"path":"/no/such/<dir>&"}`))
 	require.NoError(t, err)
 	req.Header.Set("Authorization", "Bearer "+testSecret)

@@ -16,7 +16,7 @@ import (
 // BenchmarkRunTrue measures a whole /run of `true` over loopback HTTP,
 // client included; make bench compares it with a bare spawn.
 func BenchmarkRunTrue(b *testing.B) {
-	ts, _ := newTestServerForBench(b)
+	ts, _ := newTestServer(b, testServer{runner: &executor.Runner{}})
 	body := []byte(`{"cmd":"true"}`)
 	client := ts.Client()
 	for b.Loop() {
@@ -43,7 +43,7 @@ func BenchmarkSpawnTrue(b *testing.B) {
 
 // BenchmarkHealth is the HTTP round trip alone, for comparison.
 func BenchmarkHealth(b *testing.B) {
-	ts, _ := newTestServerForBench(b)
+	ts, _ := newTestServer(b, testServer{runner: &executor.Runner{}})
 	client := ts.Client()
 	for b.Loop() {
 		resp, err := client.Get(ts.URL + "/health")
@@ -81,7 +81,7 @@ func BenchmarkRunStreamEncode(b *testing.B) {
 // BenchmarkRunStreamingSeq streams seq 1 1000000 to a client that only
 // drains, as make bench's "agent alone" figure does.
 func BenchmarkRunStreamingSeq(b *testing.B) {
-	ts, _ := newTestServerForBench(b)
+	ts, _ := newTestServer(b, testServer{runner: &executor.Runner{}})
 	body := []byte(`{"cmd":"seq 1 1000000"}`)
 	for b.Loop() {
 		req, _ := http.NewRequest("POST", ts.URL+"/run_streaming", bytes.NewReader(body))

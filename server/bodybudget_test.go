@@ -16,7 +16,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sandbox-executor/sandbox-executor/executor"
-	"github.com/sandbox-executor/sandbox-executor/procs"
 )
 
 // largeWrite returns a write_file body of about size bytes for path.
@@ -49,7 +48,7 @@ const budgetWait = "semaphore.(*Weighted).Acquire"
 // without the budget, a handful of 64 MiB write_files exhausted a sandbox
 // of 1-2 GB.)
 func TestLargeBodiesWaitForTheBudget(t *testing.T) {
-	ts, _ := newTestServerWith(t, Config{BodyBudget: 3 << 20}, &executor.Runner{}, procs.Options{})
+	ts, _ := newTestServer(t, testServer{cfg: Config{BodyBudget: 3 << 20}, runner: &executor.Runner{}})
 	dir := t.TempDir()
 	a, b := filepath.Join(dir, "a"), filepath.Join(dir, "b")
 
@@ -87,8 +86,7 @@ func TestLargeBodiesWaitForTheBudget(t *testing.T) {
 // runs out behind a queue: A holds, C waits ahead of B, takes its turn
 // when A is cut, and holds it past B's patience.
 func TestLargeBodyBudgetTimesOut(t *testing.T) {
-	ts, _ := newTestServerWith(t, Config{BodyBudget: 3 << 20, BodyTimeout: 2 * time.Second},
-		&executor.Runner{}, procs.Options{})
+	ts, _ := newTestServer(t, testServer{cfg: Config{BodyBudget: 3 << 20, BodyTimeout: 2 * time.Second}, runner: &executor.Runner{}})
 	dir := t.TempDir()
 	_, _ = sendPartly(t, ts.URL, largeWrite(filepath.Join(dir, "a"), 2<<20))
 	require.Eventually(t, func() bool { return handlersIn("server.(*Server).handleFileWrite") == 1 },

@@ -12,7 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sandbox-executor/sandbox-executor/executor"
-	"github.com/sandbox-executor/sandbox-executor/procs"
 )
 
 func TestHostPort(t *testing.T) {
@@ -58,7 +57,7 @@ func hostGet(t *testing.T, ts *httptest.Server, host, path string, header http.H
 // never reaches the app, another Authorization does; a host that names no
 // exposed port reaches the API.
 func TestPreviewByHost(t *testing.T) {
-	ts, _ := newTestServer(t)
+	ts, _ := newTestServer(t, testServer{})
 	app := startApp(t)
 	p := strconv.Itoa(app.port)
 	host := p + "-mysandbox.example.com"
@@ -110,7 +109,7 @@ func TestPreviewByHost(t *testing.T) {
 
 // The agent's own ports cannot be exposed; a bad port is 400.
 func TestExposePortRefusals(t *testing.T) {
-	ts, _ := newTestServer(t)
+	ts, _ := newTestServer(t, testServer{})
 	for _, body := range []string{`{"port":` + strconv.Itoa(portOf(ts)) + `}`, `{}`, `{"port":0}`, `{"port":"08000"}`, `{"port":8000,"public":"yes"}`} {
 		resp := request(t, ts, http.MethodPost, "/expose_port", body)
 		assert.Equal(t, http.StatusBadRequest, resp.StatusCode, body)
@@ -125,7 +124,7 @@ func TestPreviewForwardedHost(t *testing.T) {
 	p := strconv.Itoa(app.port)
 	fwd := http.Header{"X-Forwarded-Host": {"inner, " + p + "-box.example.com"}, "X-Forwarded-Proto": {"https"}}
 	for _, trust := range []bool{false, true} {
-		ts, s := newTestServerWith(t, Config{TrustForwardedHost: trust}, &executor.Runner{}, procs.Options{})
+		ts, s := newTestServer(t, testServer{cfg: Config{TrustForwardedHost: trust}, runner: &executor.Runner{}})
 		s.exposed.expose(app.port, true)
 		resp, body := hostGet(t, ts, ts.Listener.Addr().String(), "/health", fwd)
 		require.Equal(t, http.StatusOK, resp.StatusCode)
@@ -142,7 +141,7 @@ func TestPreviewForwardedHost(t *testing.T) {
 
 // Unexposing a port ends the requests in flight to it by host name.
 func TestUnexposeEndsStreams(t *testing.T) {
-	ts, s := newTestServer(t)
+	ts, s := newTestServer(t, testServer{})
 	app := startApp(t)
 	s.exposed.expose(app.port, true)
 	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, ts.URL+"/events", nil)
@@ -176,7 +175,7 @@ func TestUnexposeEndsStreams(t *testing.T) {
 func TestForwardedHostLastWins(t *testing.T) {
 	app := startApp(t)
 	p := strconv.Itoa(app.port)
-	ts, s := newTestServerWith(t, Config{TrustForwardedHost: true}, &executor.Runner{}, procs.Options{})
+	ts, s := newTestServer(t, testServer{cfg: Config{TrustForwardedHost: true}, runner: &executor.Runner{}})
 	s.exposed.expose(app.port, true)
 	for _, fwd := range [][]string{
 		{p + "-box.example.com, agent.example.com"},
@@ -203,7 +202,7 @@ func TestForwardedHostLastWins(t *testing.T) {
 // password) reaches the app, whichever place it takes; the app's own
 // credentials do.
 func TestPreviewStripsEveryToken(t *testing.T) {
-	ts, s := newTestServer(t)
+	ts, s := newTestServer(t, testServer{})
 	app := startApp(t)
 	s.exposed.expose(app.port, true)
 	host := strconv.Itoa(app.port) + "-box.example.com"
@@ -229,7 +228,7 @@ func TestPreviewStripsEveryToken(t *testing.T) {
 // A port made private ends the requests it let in without the token while
 // it was public; exposing it as public again ends nothing.
 func TestPrivateEndsAnonymousRequests(t *testing.T) {
-	ts, s := newTestServer(t)
+	ts, s := newTestServer(t, testServer{})
 	stream := func(app *testApp) *bufio.Reader {
 		req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, ts.URL+"/events", nil)
 		require.NoError(t, err)

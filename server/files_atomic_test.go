@@ -22,6 +22,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sandbox-executor/sandbox-executor/executor"
 	"github.com/sandbox-executor/sandbox-executor/internal/testutil"
 )
 
@@ -62,7 +63,7 @@ func readReply(t *testing.T, br *bufio.Reader) (*http.Response, map[string]any) 
 // Readers polling a file while a 50 MiB upload replaces it only ever see
 // the old content or the new one, in full: never a part, never a mix.
 func TestFilesAtomicOverwrite(t *testing.T) {
-	ts, _ := newTestServer(t)
+	ts, _ := newTestServer(t, testServer{})
 	dir := t.TempDir()
 	p := filepath.Join(dir, "big.bin")
 	const size = 50 << 20
@@ -161,7 +162,7 @@ func authGet(t *testing.T, url string) *http.Request {
 // A client that goes away midway leaves the old file as it was and no
 // temporary file.
 func TestFilesUploadKilled(t *testing.T) {
-	ts, _ := newTestServer(t)
+	ts, _ := newTestServer(t, testServer{})
 	dir := t.TempDir()
 	p := filepath.Join(dir, "f.bin")
 	require.NoError(t, os.WriteFile(p, []byte("the old content"), 0o644))
@@ -195,9 +196,9 @@ func TestFilesUploadKilled(t *testing.T) {
 // client waiting for 100 Continue gets the final status instead and never
 // sends the body, and the connection closes cleanly.
 func TestFilesEarlyRefusalExpectContinue(t *testing.T) {
-	ts, _ := newFilesTestServer(t, Config{MaxUpload: 1 << 20}, func(s *Server) {
+	ts, _ := newTestServer(t, testServer{cfg: Config{MaxUpload: 1 << 20}, runner: &executor.Runner{}, setup: func(s *Server) {
 		s.freeSpace = func(string) (int64, error) { return 100 << 10, nil }
-	})
+	}})
 	p := filepath.Join(t.TempDir(), "f")
 	for _, tt := range []struct {
 		length string
@@ -219,7 +220,7 @@ func TestFilesEarlyRefusalExpectContinue(t *testing.T) {
 // reads the whole early reply: the agent does not reset the connection
 // under it.
 func TestFilesEarlyRefusalWhileSending(t *testing.T) {
-	ts, _ := newFilesTestServer(t, Config{MaxUpload: 1 << 20}, nil)
+	ts, _ := newTestServer(t, testServer{cfg: Config{MaxUpload: 1 << 20}, runner: &executor.Runner{}})
 	p := filepath.Join(t.TempDir(), "f")
 	c, br := dialFiles(t, ts)
 	writeHead(t, c, "PUT", filesURL(p), "Content-Length", "20000000")
@@ -243,7 +244,7 @@ func TestFilesEarlyRefusalWhileSending(t *testing.T) {
 // A body found over the limit while streaming, by a little, is read to
 // its end before the reply: the connection stays usable.
 func TestFilesLimitMidStreamKeepsConnection(t *testing.T) {
-	ts, _ := newFilesTestServer(t, Config{MaxUpload: 1 << 20}, nil)
+	ts, _ := newTestServer(t, testServer{cfg: Config{MaxUpload: 1 << 20}, runner: &executor.Runner{}})
 	dir := t.TempDir()
 	p := filepath.Join(dir, "f")
 	c, br := dialFiles(t, ts)
@@ -269,7 +270,7 @@ func TestFilesLimitMidStreamKeepsConnection(t *testing.T) {
 // A body that stops coming is 408 after the body timeout, and leaves
 // nothing.
 func TestFilesUploadStalled(t *testing.T) {
-	ts, _ := newFilesTestServer(t, Config{BodyTimeout: 300 * time.Millisecond}, nil)
+	ts, _ := newTestServer(t, testServer{cfg: Config{BodyTimeout: 300 * time.Millisecond}, runner: &executor.Runner{}})
 	dir := t.TempDir()
 	p := filepath.Join(dir, "f")
 	c, br := dialFiles(t, ts)
@@ -288,9 +289,9 @@ func TestFilesUploadStalled(t *testing.T) {
 // connection closes, rather than holding the file for ever.
 func TestFilesDownloadStalledClient(t *testing.T) {
 	logs := &syncBuffer{}
-	ts, _ := newFilesTestServer(t, Config{StallTimeout: 300 * time.Millisecond}, func(s *Server) {
+	ts, _ := newTestServer(t, testServer{cfg: Config{StallTimeout: 300 * time.Millisecond}, runner: &executor.Runner{}, setup: func(s *Server) {
 		s.log = zerolog.New(logs).Level(zerolog.DebugLevel)
-	})
+	}})
 	dir := t.TempDir()
 	big := filepath.Join(dir, "big")
 	f, err := os.Create(big)

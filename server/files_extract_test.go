@@ -16,7 +16,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sandbox-executor/sandbox-executor/executor"
-	"github.com/sandbox-executor/sandbox-executor/procs"
 
 	"github.com/sandbox-executor/sandbox-executor/internal/testutil"
 )
@@ -25,7 +24,7 @@ import (
 // of gzip, under a 1 MiB limit) is a 413 naming the limit, and nothing is
 // placed.
 func TestFilesPutExtractBomb(t *testing.T) {
-	ts, _ := newTestServerWith(t, Config{MaxUpload: 1 << 20}, &executor.Runner{}, procs.Options{})
+	ts, _ := newTestServer(t, testServer{cfg: Config{MaxUpload: 1 << 20}, runner: &executor.Runner{}})
 	bomb := mkTarball(t, true, "ok", "1", "zeros", string(make([]byte, 50<<20)))
 	require.Less(t, len(bomb), 100<<10)
 	dir := filepath.Join(t.TempDir(), "proj")
@@ -49,7 +48,7 @@ func TestFilesPutExtractLimits(t *testing.T) {
 		{Config{ExtractEntries: 2}, http.StatusBadRequest, "archive has too many entries: more than the limit of 2"},
 		{Config{ExtractTimeout: time.Nanosecond}, http.StatusRequestTimeout, "archive took too long to unpack: more than the limit of 1ns"},
 	} {
-		ts, _ := newTestServerWith(t, tt.cfg, &executor.Runner{}, procs.Options{})
+		ts, _ := newTestServer(t, testServer{cfg: tt.cfg, runner: &executor.Runner{}})
 		dir := filepath.Join(t.TempDir(), "proj")
 		resp := fileReq(t, ts, "PUT", filesURL(dir, "extract", "tar"), bytes.NewReader(archive))
 		assert.Equal(t, tt.code, resp.StatusCode)
@@ -61,7 +60,7 @@ func TestFilesPutExtractLimits(t *testing.T) {
 
 // A client that leaves mid-upload gets nothing placed, and nothing is left.
 func TestFilesPutExtractClientLeaves(t *testing.T) {
-	ts, _ := newTestServer(t)
+	ts, _ := newTestServer(t, testServer{})
 	dir := filepath.Join(t.TempDir(), "proj")
 	var buf bytes.Buffer
 	zw := gzip.NewWriter(&buf)

@@ -18,7 +18,6 @@ import (
 
 	"github.com/sandbox-executor/sandbox-executor/executor"
 	"github.com/sandbox-executor/sandbox-executor/internal/testutil"
-	"github.com/sandbox-executor/sandbox-executor/procs"
 )
 
 const nobodyUID = 65534
@@ -52,7 +51,7 @@ func uidOf(t *testing.T, path string) uint32 {
 // offset and write_file.
 func TestFilesPutPlantedLink(t *testing.T) {
 	work, parent := nobodyDir(t)
-	ts, _ := newTestServer(t)
+	ts, _ := newTestServer(t, testServer{})
 	secret := filepath.Join(parent, "secret")
 	require.NoError(t, os.WriteFile(secret, []byte("root's"), 0o600))
 	link := filepath.Join(work, "config.json")
@@ -80,7 +79,7 @@ func TestFilesPutPlantedLink(t *testing.T) {
 // user may not write is refused.
 func TestFilesUser(t *testing.T) {
 	work, parent := nobodyDir(t)
-	ts, _ := newTestServer(t)
+	ts, _ := newTestServer(t, testServer{})
 	code, body := call(t, ts, http.MethodPost, "/create_session", map[string]any{"id": "n", "user": "nobody"})
 	require.Equal(t, http.StatusCreated, code, body)
 
@@ -140,7 +139,7 @@ func TestFilesUser(t *testing.T) {
 // An agent that is not root refuses user as /run refuses it.
 func TestFilesUserNotRoot(t *testing.T) {
 	runner := &executor.Runner{Privileged: func() bool { return false }}
-	ts, _ := newTestServerWith(t, Config{}, runner, procs.Options{})
+	ts, _ := newTestServer(t, testServer{runner: runner})
 	p := filepath.Join(t.TempDir(), "f")
 	want := "running a command as another user needs an agent running as root"
 	resp := fileReq(t, ts, "PUT", filesURL(p, "user", "nobody"), strings.NewReader("x"))
@@ -156,7 +155,7 @@ func TestFilesUserNotRoot(t *testing.T) {
 // anything (as a reverse proxy that buffers requests does) gets the 413,
 // not a connection reset under its writes, and then a clean close.
 func TestFilesRefusedBodySentFirst(t *testing.T) {
-	ts, _ := newFilesTestServer(t, Config{MaxUpload: 1 << 20}, nil)
+	ts, _ := newTestServer(t, testServer{cfg: Config{MaxUpload: 1 << 20}, runner: &executor.Runner{}})
 	p := filepath.Join(t.TempDir(), "f")
 	const size = 8 << 20
 	c, br := dialFiles(t, ts)
@@ -180,7 +179,7 @@ func TestFilesRefusedBodySentFirst(t *testing.T) {
 // only root may read cuts it rather than going into it.
 func TestFilesArchiveAsUser(t *testing.T) {
 	work, _ := nobodyDir(t)
-	ts, _ := newTestServer(t)
+	ts, _ := newTestServer(t, testServer{})
 	require.NoError(t, os.WriteFile(filepath.Join(work, "mine"), []byte("nobody's"), 0o644))
 	require.NoError(t, os.Chown(filepath.Join(work, "mine"), nobodyUID, nobodyUID))
 	require.NoError(t, os.WriteFile(filepath.Join(work, "secret"), []byte("TOPSECRET"), 0o600))
@@ -201,7 +200,7 @@ func TestFilesArchiveAsUser(t *testing.T) {
 // An upload cut short leaves none of the folders it created, whether a
 // PUT or a form.
 func TestFilesCutUploadRemovesMadeDirs(t *testing.T) {
-	ts, _ := newFilesTestServer(t, Config{}, nil)
+	ts, _ := newTestServer(t, testServer{runner: &executor.Runner{}})
 	dir := t.TempDir()
 	for _, tt := range []struct{ method, target, ctype string }{
 		{"PUT", filesURL(filepath.Join(dir, "new/sub/f")), ""},
@@ -237,7 +236,7 @@ func TestFilesCutUploadRemovesMadeDirs(t *testing.T) {
 // followed by a root extraction either.
 func TestFilesExtractAsUser(t *testing.T) {
 	work, parent := nobodyDir(t)
-	ts, _ := newTestServer(t)
+	ts, _ := newTestServer(t, testServer{})
 	code, body := call(t, ts, http.MethodPost, "/create_session", map[string]any{"id": "n", "user": "nobody", "cwd": work})
 	require.Equal(t, http.StatusCreated, code, body)
 	tarball := mkTarball(t, false, "d/", "", "d/f", "x", "l", "->d/f")

@@ -25,7 +25,7 @@ import (
 // The platform's CLI leaves content out for an empty file: that writes
 // an empty file (it used to be a 400), truncating an existing one.
 func TestFileWriteWithoutContent(t *testing.T) {
-	ts, _ := newTestServer(t)
+	ts, _ := newTestServer(t, testServer{})
 	p := filepath.Join(t.TempDir(), "f")
 	for _, body := range []string{`{"path": "` + p + `"}`, `{"path": "` + p + `", "content": null}`,
 		`{"path": "` + p + `", "is_base64": true}`} {
@@ -57,7 +57,7 @@ func rawReadFile(t *testing.T, ts *httptest.Server, body any) (int, string, []by
 // same bytes, but for '<', '>' and '&', which it escaped and which are
 // now written as they are (the same JSON values).
 func TestFileReadReplyUnchanged(t *testing.T) {
-	ts, _ := newTestServer(t)
+	ts, _ := newTestServer(t, testServer{})
 	dir := t.TempDir()
 	type reply struct {
 		Content  string `json:"content"`
@@ -150,7 +150,7 @@ func readFileDirect(ctx context.Context, s *Server, w *countingWriter, path stri
 // written, together, stay under 4 MiB (about 120 KiB a reply), and no
 // single write is over 64 KiB.
 func TestFileReadBoundedMemory(t *testing.T) {
-	_, s := newTestServer(t)
+	_, s := newTestServer(t, testServer{})
 	dir := t.TempDir()
 	const size = 32 << 20
 	text, bin := filepath.Join(dir, "text"), filepath.Join(dir, "bin")
@@ -191,7 +191,7 @@ func TestFileReadBoundedMemory(t *testing.T) {
 // A failure once the reply has started breaks the connection rather than
 // ending a JSON reply that would pass a cut file off as whole.
 func TestFileReadAbortsWhenCut(t *testing.T) {
-	_, s := newTestServer(t)
+	_, s := newTestServer(t, testServer{})
 	p := filepath.Join(t.TempDir(), "f")
 	require.NoError(t, os.WriteFile(p, bytes.Repeat([]byte("x"), 1<<20), 0o644))
 	ctx, cancel := context.WithCancel(t.Context())
@@ -205,7 +205,7 @@ func TestFileReadAbortsWhenCut(t *testing.T) {
 // for good, holding an OS thread each; 10,000 such calls crashed the
 // agent. Each now answers at once, refused; devices and sockets too.
 func TestFileWriteRefusesSpecialFiles(t *testing.T) {
-	ts, _ := newTestServer(t)
+	ts, _ := newTestServer(t, testServer{})
 	dir := t.TempDir()
 	fifo, sock := filepath.Join(dir, "fifo"), filepath.Join(dir, "sock")
 	require.NoError(t, syscall.Mkfifo(fifo, 0o644))
@@ -249,7 +249,7 @@ func TestFileWriteRefusesSpecialFiles(t *testing.T) {
 // read_file of /dev/ptmx used to block for good (and keep a new terminal
 // open); /dev/zero was read for 64 MiB before it was refused.
 func TestFileReadRefusesDevices(t *testing.T) {
-	ts, _ := newTestServer(t)
+	ts, _ := newTestServer(t, testServer{})
 	for _, dev := range []string{"/dev/ptmx", "/dev/zero"} {
 		if _, err := os.Stat(dev); err != nil {
 			continue
@@ -277,7 +277,7 @@ func waitTimeout(wg *sync.WaitGroup, d time.Duration) bool {
 // delete_dir of "x/.." used to empty x's parent and then report a
 // failure. Such paths are a 400 now, and nothing is removed.
 func TestDirDeleteRefusesDotDot(t *testing.T) {
-	ts, _ := newTestServer(t)
+	ts, _ := newTestServer(t, testServer{})
 	root := t.TempDir()
 	a := filepath.Join(root, "a")
 	require.NoError(t, os.MkdirAll(filepath.Join(a, "b"), 0o755))

@@ -26,6 +26,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sandbox-executor/sandbox-executor/executor"
 	"github.com/sandbox-executor/sandbox-executor/files"
 )
 
@@ -81,7 +82,7 @@ func pattern(n int, seed byte) []byte {
 }
 
 func TestFilesDownload(t *testing.T) {
-	ts, _ := newTestServer(t)
+	ts, _ := newTestServer(t, testServer{})
 	dir := t.TempDir()
 	p := filepath.Join(dir, "notes.txt")
 	data := pattern(10_000, 7)
@@ -119,7 +120,7 @@ func TestFilesDownload(t *testing.T) {
 }
 
 func TestFilesRanges(t *testing.T) {
-	ts, _ := newTestServer(t)
+	ts, _ := newTestServer(t, testServer{})
 	p := filepath.Join(t.TempDir(), "blob.bin")
 	data := pattern(1000, 3)
 	require.NoError(t, os.WriteFile(p, data, 0o644))
@@ -176,7 +177,7 @@ func TestFilesRanges(t *testing.T) {
 }
 
 func TestFilesContentDisposition(t *testing.T) {
-	ts, _ := newTestServer(t)
+	ts, _ := newTestServer(t, testServer{})
 	dir := t.TempDir()
 	for name, want := range map[string]string{
 		"report.pdf":   `attachment; filename=report.pdf`,
@@ -199,7 +200,7 @@ func TestFilesContentDisposition(t *testing.T) {
 }
 
 func TestFilesDownloadErrors(t *testing.T) {
-	ts, _ := newTestServer(t)
+	ts, _ := newTestServer(t, testServer{})
 	dir := t.TempDir()
 	missing := filepath.Join(dir, "missing")
 	fifo := filepath.Join(dir, "fifo")
@@ -282,7 +283,7 @@ func archiveNames(t *testing.T, body []byte, gz bool) map[string]string {
 }
 
 func TestFilesArchive(t *testing.T) {
-	ts, _ := newTestServer(t)
+	ts, _ := newTestServer(t, testServer{})
 	dir := filepath.Join(t.TempDir(), "proj")
 	require.NoError(t, os.MkdirAll(filepath.Join(dir, "src"), 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "README"), []byte("read me"), 0o644))
@@ -328,7 +329,7 @@ func (b *syncBuffer) String() string {
 // why in its log.
 func TestFilesArchiveCut(t *testing.T) {
 	logs := &syncBuffer{}
-	ts, _ := newFilesTestServer(t, Config{}, func(s *Server) { s.log = zerolog.New(logs) })
+	ts, _ := newTestServer(t, testServer{runner: &executor.Runner{}, setup: func(s *Server) { s.log = zerolog.New(logs) }})
 	dir := t.TempDir()
 	big := filepath.Join(dir, "big")
 	// Random bytes, which gzip cannot shrink: the agent, blocked by a

@@ -15,7 +15,7 @@ import (
 )
 
 func TestFileWriteReadDelete(t *testing.T) {
-	ts, _ := newTestServer(t)
+	ts, _ := newTestServer(t, testServer{})
 	dir := t.TempDir()
 	p := filepath.Join(dir, "a.txt")
 	ok := map[string]any{"success": true}
@@ -57,7 +57,7 @@ func TestFileWriteReadDelete(t *testing.T) {
 }
 
 func TestFileBinaryRoundTrip(t *testing.T) {
-	ts, _ := newTestServer(t)
+	ts, _ := newTestServer(t, testServer{})
 	p := filepath.Join(t.TempDir(), "bin")
 	data := make([]byte, 0, 512)
 	for i := range 512 {
@@ -87,7 +87,7 @@ func TestFileBinaryRoundTrip(t *testing.T) {
 }
 
 func TestFileDeleteRefusesDirectory(t *testing.T) {
-	ts, _ := newTestServer(t)
+	ts, _ := newTestServer(t, testServer{})
 	dir := filepath.Join(t.TempDir(), "d")
 	require.NoError(t, os.Mkdir(dir, 0o755))
 
@@ -98,7 +98,7 @@ func TestFileDeleteRefusesDirectory(t *testing.T) {
 }
 
 func TestFileReadTooLarge(t *testing.T) {
-	ts, _ := newTestServer(t)
+	ts, _ := newTestServer(t, testServer{})
 	p := filepath.Join(t.TempDir(), "big")
 	f, err := os.Create(p)
 	require.NoError(t, err)
@@ -114,7 +114,7 @@ func TestFileReadTooLarge(t *testing.T) {
 }
 
 func TestDirMakeListDelete(t *testing.T) {
-	ts, _ := newTestServer(t)
+	ts, _ := newTestServer(t, testServer{})
 	root := t.TempDir()
 	ok := map[string]any{"success": true}
 
@@ -162,7 +162,7 @@ func TestDirMakeListDelete(t *testing.T) {
 }
 
 func TestDirListDetailedAndStat(t *testing.T) {
-	ts, _ := newTestServer(t)
+	ts, _ := newTestServer(t, testServer{})
 	root := t.TempDir()
 	file, sub := filepath.Join(root, "f.txt"), filepath.Join(root, "sub")
 	require.NoError(t, os.WriteFile(file, []byte("hello"), 0o644))
@@ -217,7 +217,7 @@ func TestDirListDetailedAndStat(t *testing.T) {
 }
 
 func TestFileAndDirBadRequests(t *testing.T) {
-	ts, _ := newTestServer(t)
+	ts, _ := newTestServer(t, testServer{})
 	p := filepath.Join(t.TempDir(), "x")
 	endpoints := []string{"/write_file", "/read_file", "/delete_file", "/stat_file", "/make_dir", "/delete_dir", "/list_dir"}
 	type badRequest struct{ path, body, want string }

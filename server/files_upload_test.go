@@ -18,7 +18,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sandbox-executor/sandbox-executor/executor"
-	"github.com/sandbox-executor/sandbox-executor/procs"
 
 	"github.com/sandbox-executor/sandbox-executor/internal/testutil"
 )
@@ -34,7 +33,7 @@ func permOf(t *testing.T, p string) fs.FileMode {
 }
 
 func TestFilesPut(t *testing.T) {
-	ts, _ := newTestServer(t)
+	ts, _ := newTestServer(t, testServer{})
 	dir := t.TempDir()
 	p := filepath.Join(dir, "new", "sub", "a.bin")
 	data := pattern(300_000, 1)
@@ -74,7 +73,7 @@ func TestFilesPut(t *testing.T) {
 }
 
 func TestFilesPutAppendOffset(t *testing.T) {
-	ts, _ := newTestServer(t)
+	ts, _ := newTestServer(t, testServer{})
 	p := filepath.Join(t.TempDir(), "log.txt")
 
 	resp := fileReq(t, ts, "PUT", filesURL(p, "append", "1"), strings.NewReader("hello"))
@@ -100,7 +99,7 @@ func TestFilesPutAppendOffset(t *testing.T) {
 }
 
 func TestFilesPutRefusals(t *testing.T) {
-	ts, _ := newTestServer(t)
+	ts, _ := newTestServer(t, testServer{})
 	dir := t.TempDir()
 	fifo := filepath.Join(dir, "fifo")
 	require.NoError(t, syscall.Mkfifo(fifo, 0o644))
@@ -141,7 +140,7 @@ func TestFilesPutRefusals(t *testing.T) {
 func TestFilesPutReadOnly(t *testing.T) {
 	dir := mountTmpfs(t, "1m")
 	require.NoError(t, syscall.Mount("", dir, "", syscall.MS_REMOUNT|syscall.MS_RDONLY, ""))
-	ts, _ := newTestServer(t)
+	ts, _ := newTestServer(t, testServer{})
 	p := filepath.Join(dir, "x")
 	resp := fileReq(t, ts, "PUT", filesURL(p), strings.NewReader("x"))
 	assert.Equal(t, http.StatusForbidden, resp.StatusCode)
@@ -181,7 +180,7 @@ func mkTarball(t *testing.T, gz bool, entries ...string) []byte {
 }
 
 func TestFilesPutExtract(t *testing.T) {
-	ts, _ := newTestServer(t)
+	ts, _ := newTestServer(t, testServer{})
 	dir := filepath.Join(t.TempDir(), "proj")
 	resp := fileReq(t, ts, "PUT", filesURL(dir, "extract", "tar.gz"),
 		bytes.NewReader(mkTarball(t, true, "src/", "", "src/main.go", "package main", "link", "->src/main.go")))
@@ -237,7 +236,7 @@ func formBody(t *testing.T, parts ...string) (string, []byte) {
 }
 
 func TestFilesPostForm(t *testing.T) {
-	ts, _ := newTestServer(t)
+	ts, _ := newTestServer(t, testServer{})
 	root := t.TempDir()
 	dir := filepath.Join(root, "up")
 	ctype, body := formBody(t,
@@ -283,7 +282,7 @@ func TestFilesPostForm(t *testing.T) {
 }
 
 func TestFilesUploadLimit(t *testing.T) {
-	ts, _ := newTestServerWith(t, Config{MaxUpload: 1000}, &executor.Runner{}, procs.Options{})
+	ts, _ := newTestServer(t, testServer{cfg: Config{MaxUpload: 1000}, runner: &executor.Runner{}})
 	dir := t.TempDir()
 	p := filepath.Join(dir, "f")
 	require.NoError(t, os.WriteFile(p, []byte("old"), 0o644))
@@ -317,9 +316,9 @@ func TestFilesUploadLimit(t *testing.T) {
 // 507 from Content-Length and the free space (the statfs seam), and from
 // a real full disk (a small tmpfs): nothing written either way.
 func TestFilesUploadNoSpace(t *testing.T) {
-	ts, _ := newFilesTestServer(t, Config{}, func(s *Server) {
+	ts, _ := newTestServer(t, testServer{runner: &executor.Runner{}, setup: func(s *Server) {
 		s.freeSpace = func(string) (int64, error) { return 4096, nil }
-	})
+	}})
 	dir := t.TempDir()
 	p := filepath.Join(dir, "f")
 	require.NoError(t, os.WriteFile(p, []byte("old"), 0o644))

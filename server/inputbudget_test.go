@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sandbox-executor/sandbox-executor/executor"
-	"github.com/sandbox-executor/sandbox-executor/procs"
 )
 
 // Background processes' inputs used to be held until read, without a
@@ -20,7 +19,7 @@ import (
 // than the stdin pipe (1 MiB), so that most of it waits in the agent.
 func TestInputBudgetIs503(t *testing.T) {
 	runner := &executor.Runner{MaxInput: 4 << 20, DrainDelay: 100 * time.Millisecond}
-	ts, _ := newTestServerWith(t, Config{}, runner, procs.Options{})
+	ts, _ := newTestServer(t, testServer{runner: runner})
 	input := strings.Repeat("x", 3<<19)
 	const want = "input budget exhausted: commands have not yet read 3145728 bytes of input, and this command's 1572864 more would pass the input budget of 4194304 bytes; retry once they have"
 	fill := func() []string {

@@ -17,7 +17,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sandbox-executor/sandbox-executor/executor"
-	"github.com/sandbox-executor/sandbox-executor/procs"
 )
 
 // These tests are attacks on the connection limits: a client without
@@ -81,7 +80,7 @@ const shortBodyRequest = "POST /run HTTP/1.1\r\nHost: x\r\nContent-Type: applica
 // Before the fix net/http read the declared body before sending the 401,
 // and waited for it for ever.
 func TestUnauthenticatedShortBodyGets401AndClose(t *testing.T) {
-	ts, _ := newTestServer(t)
+	ts, _ := newTestServer(t, testServer{})
 	c := dialRaw(t, ts.Listener.Addr().String())
 	c.send(t, shortBodyRequest)
 	resp, body := c.response(t)
@@ -95,7 +94,7 @@ func TestUnauthenticatedShortBodyGets401AndClose(t *testing.T) {
 // An error before the body was read to its end closes the connection for
 // the same reason; one after it keeps it.
 func TestEarlyErrorsCloseTheConnection(t *testing.T) {
-	ts, _ := newTestServer(t)
+	ts, _ := newTestServer(t, testServer{})
 	auth := "Authorization: Bearer " + testSecret + "\r\n"
 
 	c := dialRaw(t, ts.Listener.Addr().String())
@@ -123,7 +122,7 @@ func TestEarlyErrorsCloseTheConnection(t *testing.T) {
 
 // A JSON body has BodyTimeout to arrive, however it trickles.
 func TestTricklingBodyIsCutAtBodyTimeout(t *testing.T) {
-	ts, _ := newTestServerWith(t, Config{BodyTimeout: 300 * time.Millisecond}, &executor.Runner{}, procs.Options{})
+	ts, _ := newTestServer(t, testServer{cfg: Config{BodyTimeout: 300 * time.Millisecond}, runner: &executor.Runner{}})
 	body := `{"cmd":"echo hi","cwd":"/tmp","env":{"A":"1"}}`
 	c := dialRaw(t, ts.Listener.Addr().String())
 	c.send(t, "POST /run HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "+testSecret+
@@ -151,8 +150,7 @@ func TestTricklingBodyIsCutAtBodyTimeout(t *testing.T) {
 // The body's deadline is cleared once it is read: a command that runs
 // longer than BodyTimeout is not cut, and its client leaving is still seen.
 func TestRunLongerThanBodyTimeout(t *testing.T) {
-	ts, _ := newTestServerWith(t, Config{BodyTimeout: 100 * time.Millisecond, UnauthTimeout: 100 * time.Millisecond},
-		&executor.Runner{}, procs.Options{})
+	ts, _ := newTestServer(t, testServer{cfg: Config{BodyTimeout: 100 * time.Millisecond, UnauthTimeout: 100 * time.Millisecond}, runner: &executor.Runner{}})
 	code, body := call(t, ts, "POST", "/run", map[string]string{"cmd": "sleep 1; echo done"})
 	assert.Equal(t, http.StatusOK, code)
 	assert.Equal(t, "done\n", body["stdout"])
@@ -162,7 +160,7 @@ func TestRunLongerThanBodyTimeout(t *testing.T) {
 // idle; one that did keeps the server's own idle timeout.
 func TestUnauthenticatedIdleConnectionIsClosed(t *testing.T) {
 	const timeout = 300 * time.Millisecond
-	ts, _ := newTestServerWith(t, Config{UnauthTimeout: timeout}, &executor.Runner{}, procs.Options{})
+	ts, _ := newTestServer(t, testServer{cfg: Config{UnauthTimeout: timeout}, runner: &executor.Runner{}})
 	addr := ts.Listener.Addr().String()
 
 	idle := dialRaw(t, addr)
@@ -190,7 +188,7 @@ func TestUnauthenticatedIdleConnectionIsClosed(t *testing.T) {
 // already in force: net/http reads such a connection in the background
 // from the start, and a read timing out would cancel the request.
 func TestStreamOnFreshConnectionOutlivesUnauthTimeout(t *testing.T) {
-	ts, _ := newTestServerWith(t, Config{UnauthTimeout: 200 * time.Millisecond}, &executor.Runner{}, procs.Options{})
+	ts, _ := newTestServer(t, testServer{cfg: Config{UnauthTimeout: 200 * time.Millisecond}, runner: &executor.Runner{}})
 	code, started := call(t, ts, "POST", "/start_process", map[string]string{"cmd": "sleep 1; echo done"})
 	require.Equal(t, http.StatusCreated, code)
 	c := dialRaw(t, ts.Listener.Addr().String())
@@ -210,7 +208,7 @@ func TestStreamOnFreshConnectionOutlivesUnauthTimeout(t *testing.T) {
 // out by holding connections.
 func TestConnectionCapEvictsUnauthenticated(t *testing.T) {
 	const maxConns = 8
-	ts, _ := newTestServerWith(t, Config{MaxConns: maxConns}, &executor.Runner{}, procs.Options{})
+	ts, _ := newTestServer(t, testServer{cfg: Config{MaxConns: maxConns}, runner: &executor.Runner{}})
 	addr := ts.Listener.Addr().String()
 	ln := ts.Listener.(*Listener)
 	var attackers []*rawConn
@@ -248,7 +246,7 @@ func TestConnectionCapEvictsUnauthenticated(t *testing.T) {
 // When every slot is held by an authenticated connection, a new one is
 // answered 503 at once, in JSON, and closed.
 func TestConnectionCapAnswers503(t *testing.T) {
-	ts, _ := newTestServerWith(t, Config{MaxConns: 2}, &executor.Runner{}, procs.Options{})
+	ts, _ := newTestServer(t, testServer{cfg: Config{MaxConns: 2}, runner: &executor.Runner{}})
 	addr := ts.Listener.Addr().String()
 	req := "GET /list_processes HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + testSecret + "\r\n\r\n"
 	for range 2 {

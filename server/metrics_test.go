@@ -2,7 +2,6 @@ package server
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"io"
 	"net"
@@ -16,45 +15,11 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
-	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sandbox-executor/sandbox-executor/executor"
 	"github.com/sandbox-executor/sandbox-executor/internal/testutil"
-	"github.com/sandbox-executor/sandbox-executor/procs"
-	"github.com/sandbox-executor/sandbox-executor/proxy"
 )
-
-// newServedTestServer is newTestServerWith with log as the Server's
-// logger, and with the forwarder served on a loopback listener, whose
-// address it returns too.
-func newServedTestServer(t *testing.T, cfg Config, log zerolog.Logger) (*httptest.Server, *Server, string) {
-	t.Helper()
-	auth, err := NewStaticAuth(testSecret)
-	require.NoError(t, err)
-	runner := &executor.Runner{DrainDelay: 500 * time.Millisecond}
-	reg := procs.NewRegistry(runner, procs.Options{})
-	fwd := &proxy.Forwarder{}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	served := make(chan error, 1)
-	go func() { served <- fwd.Serve(ln) }()
-	s := New(log, auth, Deps{Runner: runner, Procs: reg, Forwarder: fwd}, cfg)
-	ts := httptest.NewUnstartedServer(openAPICheck(t, s.cfg.BasePath, s))
-	ts.Listener = s.Listener(ts.Config, ts.Listener)
-	ts.Start()
-	t.Cleanup(func() {
-		ts.CloseClientConnections()
-		ts.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		require.NoError(t, reg.Close(ctx))
-		require.NoError(t, fwd.Close(ctx))
-		require.NoError(t, <-served)
-	})
-	return ts, s, ln.Addr().String()
-}
 
 // scrape gets /metrics with the token and parses it.
 func scrape(t *testing.T, ts *httptest.Server) map[string]*dto.MetricFamily {
@@ -103,7 +68,7 @@ next:
 // connection, /metrics, read by Prometheus's own text parser, has every
 // family with values that account for them.
 func TestMetrics(t *testing.T) {
-	ts, s, proxyAddr := newServedTestServer(t, Config{}, zerolog.Nop())
+	ts, s := newTestServer(t, testServer{})
 
 	resp := request(t, ts, http.MethodPost, "/run", map[string]any{"cmd": "echo hi"})
 	drain(t, resp)
@@ -127,7 +92,7 @@ func TestMetrics(t *testing.T) {
 	resp = request(t, ts, http.MethodPost, "/bind_port", map[string]any{"port": strconv.Itoa(echo.Addr().(*net.TCPAddr).Port)})
 	drain(t, resp)
 	require.Equal(t, http.StatusOK, resp.StatusCode)
-	c, err := net.DialTimeout("tcp", proxyAddr, 5*time.Second)
+	c, err := net.DialTimeout("tcp", proxyAddr(s), 5*time.Second)
 	require.NoError(t, err)
 	require.NoError(t, c.SetDeadline(time.Now().Add(10*time.Second)))
 	_, err = io.WriteString(c, "hello")
@@ -223,7 +188,7 @@ func drain(t *testing.T, resp *http.Response) {
 // Routes that take path variables are labelled by their template, so the
 // routes other files add are bounded without doing anything.
 func TestMetricsRouteTemplate(t *testing.T) {
-	ts, s, _ := newServedTestServer(t, Config{}, zerolog.Nop())
+	ts, s := newTestServer(t, testServer{})
 	// Registered after New, as another resource's routes would be; not in
 	// the document, so reached without the checker.
 	s.router.Handle("/things/{id}", s.wrap(func(w http.ResponseWriter, r *http.Request) error {
@@ -244,7 +209,7 @@ func TestMetricsRouteTemplate(t *testing.T) {
 // /metrics needs the token unless MetricsOpen; /stats always does.
 func TestMetricsOpen(t *testing.T) {
 	for _, open := range []bool{false, true} {
-		ts, _, _ := newServedTestServer(t, Config{MetricsOpen: open}, zerolog.Nop())
+		ts, _ := newTestServer(t, testServer{cfg: Config{MetricsOpen: open}})
 		for path, wantOpen := range map[string]bool{"/metrics": open, "/stats": false} {
 			resp, err := ts.Client().Get(ts.URL + path)
 			require.NoError(t, err)
@@ -261,7 +226,7 @@ func TestMetricsOpen(t *testing.T) {
 // /stats is one JSON object that the document describes (the checker
 // validates it) with sane values.
 func TestStats(t *testing.T) {
-	ts, _, _ := newServedTestServer(t, Config{}, zerolog.Nop())
+	ts, _ := newTestServer(t, testServer{})
 	resp := request(t, ts, http.MethodGet, "/stats", nil)
 	defer resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode)
@@ -304,7 +269,7 @@ func TestStats(t *testing.T) {
 
 // Requests counted while /metrics is scraped are all counted, once.
 func TestMetricsConcurrent(t *testing.T) {
-	ts, _, _ := newServedTestServer(t, Config{}, zerolog.Nop())
+	ts, _ := newTestServer(t, testServer{})
 	const clients, each = 4, 50
 	done := make(chan struct{})
 	for range clients {

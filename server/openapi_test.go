@@ -18,7 +18,6 @@ import (
 
 	sandboxexecutor "github.com/sandbox-executor/sandbox-executor"
 	"github.com/sandbox-executor/sandbox-executor/executor"
-	"github.com/sandbox-executor/sandbox-executor/procs"
 	"github.com/sandbox-executor/sandbox-executor/sse"
 )
 
@@ -46,7 +45,7 @@ func TestOpenAPIRoutesMatchDocument(t *testing.T) {
 
 	muxVar := regexp.MustCompile(`\{([^{}:]+):[^{}]*\}`) // {name:pattern} is {name} in OpenAPI
 	for _, base := range []string{"", "/base"} {
-		_, s := newTestServerWith(t, Config{BasePath: base}, &executor.Runner{}, procs.Options{})
+		_, s := newTestServer(t, testServer{cfg: Config{BasePath: base}, runner: &executor.Runner{}})
 		var inRouter []string
 		err := s.router.Walk(func(route *mux.Route, _ *mux.Router, _ []*mux.Route) error {
 			if route.GetHandler() == nil {
@@ -89,7 +88,7 @@ func TestOpenAPIRoutesMatchDocument(t *testing.T) {
 func TestOpenAPISecurityMatchesAuth(t *testing.T) {
 	d, err := loadOpenAPIDoc()
 	require.NoError(t, err)
-	ts, _ := newTestServer(t)
+	ts, _ := newTestServer(t, testServer{})
 	for path, item := range d.doc.Paths.Map() {
 		for method, op := range item.Operations() {
 			open := op.Security != nil && len(*op.Security) == 0
@@ -111,7 +110,7 @@ func TestOpenAPISecurityMatchesAuth(t *testing.T) {
 // GET /openapi.yaml serves the document, without a token, under BASE_PATH
 // too.
 func TestOpenAPIServed(t *testing.T) {
-	ts, _ := newTestServerWith(t, Config{BasePath: "/base"}, &executor.Runner{}, procs.Options{})
+	ts, _ := newTestServer(t, testServer{cfg: Config{BasePath: "/base"}, runner: &executor.Runner{}})
 	for _, path := range []string{"/openapi.yaml", "/base/openapi.yaml"} {
 		resp, err := http.Get(ts.URL + path)
 		require.NoError(t, err)

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"io"
 	"net"
 	"net/http"
@@ -11,12 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/sandbox-executor/sandbox-executor/executor"
-	"github.com/sandbox-executor/sandbox-executor/procs"
 	"github.com/sandbox-executor/sandbox-executor/proxy"
 )
 
@@ -33,37 +30,8 @@ type agentPorts struct {
 
 func startAgentPorts(t *testing.T) *agentPorts {
 	t.Helper()
-	apiLn, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	proxyLn, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	a := &agentPorts{
-		fwd:       &proxy.Forwarder{},
-		apiPort:   apiLn.Addr().(*net.TCPAddr).Port,
-		proxyPort: proxyLn.Addr().(*net.TCPAddr).Port,
-		proxyAddr: proxyLn.Addr().String(),
-	}
-	auth, err := NewStaticAuth(testSecret)
-	require.NoError(t, err)
-	runner := &executor.Runner{}
-	reg := procs.NewRegistry(runner, procs.Options{})
-	s := New(zerolog.Nop(), auth, Deps{Runner: runner, Procs: reg, Forwarder: a.fwd, Sessions: newTestSessions(t, runner)}, Config{ProxyPort: a.proxyPort, APIPort: a.apiPort})
-	a.ts = httptest.NewUnstartedServer(s)
-	a.ts.Listener.Close()
-	a.ts.Listener = apiLn
-	a.ts.Start()
-	served := make(chan error, 1)
-	go func() { served <- a.fwd.Serve(proxyLn) }()
-	t.Cleanup(func() {
-		a.ts.CloseClientConnections()
-		a.ts.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		require.NoError(t, reg.Close(ctx))
-		require.NoError(t, a.fwd.Close(ctx))
-		require.NoError(t, <-served)
-	})
-	return a
+	ts, s := newTestServer(t, testServer{runner: &executor.Runner{}})
+	return &agentPorts{ts: ts, fwd: s.fwd, apiPort: s.cfg.APIPort, proxyPort: s.cfg.ProxyPort, proxyAddr: proxyAddr(s)}
 }
 
 func openFDs(t *testing.T) int {
@@ -136,8 +104,9 @@ func TestBindAgentPortsRefused(t *testing.T) {
 // TestBindPortForwarderRefusal checks that the Forwarder's own refusal
 // (its Reserved ports) is a 400 too, not a 500 that clients retry.
 func TestBindPortForwarderRefusal(t *testing.T) {
-	ts, s := newTestServer(t)
-	s.fwd.Reserved = []int{4444} // before any Bind or Serve, as documented
+	ts, _ := newTestServer(t, testServer{setup: func(s *Server) {
+		s.fwd.Reserved = []int{4444} // before any Bind or Serve, as documented
+	}})
 	code, body := call(t, ts, "POST", "/bind_port", map[string]any{"port": 4444})
 	assert.Equal(t, http.StatusBadRequest, code)
 	assert.Contains(t, body["error"], "reserved")
@@ -146,7 +115,7 @@ func TestBindPortForwarderRefusal(t *testing.T) {
 // TestBindPortSpelling: a port is plain decimal digits, as a JSON number
 // or a string; anything a parser might read some other way is refused.
 func TestBindPortSpelling(t *testing.T) {
-	ts, s := newTestServer(t)
+	ts, s := newTestServer(t, testServer{})
 	for _, body := range []string{
 		`{"port": " 8080"}`, `{"port": "8080 "}`, `{"port": "\t8080"}`, `{"port": "08080"}`,
 		`{"port": "+80"}`, `{"port": "-80"}`, `{"port": "8080.0"}`, `{"port": "8e3"}`,

@@ -7,12 +7,14 @@ import (
 	"strconv"
 	"syscall"
 	"testing"
+
+	"github.com/sandbox-executor/sandbox-executor/executor"
 )
 
 // BenchmarkPreview is a small app's reply through the preview proxy, 16
 // clients at once; BenchmarkPreviewDirect is the same app direct.
 func BenchmarkPreview(b *testing.B) {
-	ts, _ := newTestServerForBench(b)
+	ts, _ := newTestServer(b, testServer{runner: &executor.Runner{}})
 	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, "hello from the app\n")
 	}))

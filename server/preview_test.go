@@ -19,7 +19,6 @@ import (
 
 	"github.com/sandbox-executor/sandbox-executor/executor"
 	"github.com/sandbox-executor/sandbox-executor/internal/testutil"
-	"github.com/sandbox-executor/sandbox-executor/procs"
 )
 
 // seen is what the app saw of a request.
@@ -121,7 +120,7 @@ func decodeSeen(t *testing.T, body string) seen {
 // A request by path reaches the app with its path as sent, Host
 // 127.0.0.1:PORT, the X-Forwarded-* headers, and without the token.
 func TestPreviewPath(t *testing.T) {
-	ts, _ := newTestServerWith(t, Config{BasePath: "/base"}, &executor.Runner{}, procs.Options{})
+	ts, _ := newTestServer(t, testServer{cfg: Config{BasePath: "/base"}, runner: &executor.Runner{}})
 	app := startApp(t)
 	p := strconv.Itoa(app.port)
 	for path, want := range map[string]string{
@@ -166,7 +165,7 @@ func (s seen) withoutFwd() seen {
 // The app's own replies pass untouched (a 404 stays 404); an unreachable
 // port is a JSON 502; the agent's own port 403; no token 401.
 func TestPreviewReplies(t *testing.T) {
-	ts, _ := newTestServer(t)
+	ts, _ := newTestServer(t, testServer{})
 	app := startApp(t)
 	p := strconv.Itoa(app.port)
 
@@ -198,7 +197,7 @@ func TestPreviewReplies(t *testing.T) {
 // An event stream reaches the client event by event: the first arrives
 // while the app still holds the response open.
 func TestPreviewEventStream(t *testing.T) {
-	ts, _ := newTestServer(t)
+	ts, _ := newTestServer(t, testServer{})
 	app := startApp(t)
 	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, ts.URL+"/proxy/"+strconv.Itoa(app.port)+"/events", nil)
 	require.NoError(t, err)
@@ -220,7 +219,7 @@ func TestPreviewEventStream(t *testing.T) {
 // the app sees the other subprotocols and its own Authorization header,
 // never the token.
 func TestPreviewWebSocket(t *testing.T) {
-	ts, _ := newTestServer(t)
+	ts, _ := newTestServer(t, testServer{})
 	app := startApp(t)
 	token := wsTokenPrefix + base64.RawURLEncoding.EncodeToString([]byte(testSecret))
 	url := "ws" + strings.TrimPrefix(ts.URL, "http") + "/proxy/" + strconv.Itoa(app.port) + "/ws"

@@ -43,7 +43,7 @@ func waitStatus(t *testing.T, s *Server, id string) procs.Info {
 }
 
 func TestStartListKill(t *testing.T) {
-	ts, _ := newTestServer(t)
+	ts, _ := newTestServer(t, testServer{})
 	code, body := call(t, ts, "POST", "/start_process", map[string]any{"cmd": "sleep 100 & echo $!; wait", "env": map[string]string{"A": "1"}})
 	require.Equal(t, http.StatusCreated, code)
 	require.Len(t, body, 3)
@@ -104,7 +104,7 @@ func keys(m map[string]any) []string {
 }
 
 func TestListProcessesEmptyAndStatuses(t *testing.T) {
-	ts, s := newTestServer(t)
+	ts, s := newTestServer(t, testServer{})
 	_, body := call(t, ts, "GET", "/list_processes", nil)
 	assert.Equal(t, []any{}, body["processes"])
 
@@ -124,7 +124,7 @@ func TestListProcessesEmptyAndStatuses(t *testing.T) {
 }
 
 func TestKillWithSignal(t *testing.T) {
-	ts, s := newTestServer(t)
+	ts, s := newTestServer(t, testServer{})
 	for _, sig := range []any{"SIGTERM", "TERM", "15", 15, "sigint"} {
 		// dash catches SIGINT while it runs a -c command, and one that
 		// lands before it has started sleep is lost: signal sleep itself.
@@ -144,7 +144,7 @@ func TestKillWithSignal(t *testing.T) {
 }
 
 func TestProcessLogs(t *testing.T) {
-	ts, s := newTestServer(t)
+	ts, s := newTestServer(t, testServer{})
 	// Lines of two pipes are merged in the order they are read; the sleeps
 	// make that order the order they were written.
 	id := startProcess(t, ts, s, "echo one; sleep 0.1; echo two >&2; sleep 0.3; echo three")
@@ -174,7 +174,7 @@ func TestProcessLogs(t *testing.T) {
 }
 
 func TestProcessLogsUnknownIDAndMissingID(t *testing.T) {
-	ts, _ := newTestServer(t)
+	ts, _ := newTestServer(t, testServer{})
 	_, next := stream(t, ts, "GET", "/process_logs_streaming?id=nope", nil)
 	evs := readAll(t, next)
 	require.Len(t, evs, 1)
@@ -187,7 +187,7 @@ func TestProcessLogsUnknownIDAndMissingID(t *testing.T) {
 }
 
 func TestProcessLogsResume(t *testing.T) {
-	ts, s := newTestServer(t)
+	ts, s := newTestServer(t, testServer{})
 	id := startProcess(t, ts, s, "seq 1 10")
 	waitStatus(t, s, id)
 
@@ -226,7 +226,7 @@ func TestProcessLogsResume(t *testing.T) {
 }
 
 func TestProcessLogsMissedLines(t *testing.T) {
-	ts, s := newTestServerWith(t, Config{}, &executor.Runner{}, procs.Options{MaxLines: 10})
+	ts, s := newTestServer(t, testServer{runner: &executor.Runner{}, procs: procs.Options{MaxLines: 10}})
 	id := startProcess(t, ts, s, "seq 1 100")
 	waitStatus(t, s, id)
 	_, next := stream(t, ts, "GET", "/process_logs_streaming?id="+id, nil)
@@ -239,7 +239,7 @@ func TestProcessLogsMissedLines(t *testing.T) {
 }
 
 func TestProcessLogsFollowFalse(t *testing.T) {
-	ts, s := newTestServer(t)
+	ts, s := newTestServer(t, testServer{})
 	id := startProcess(t, ts, s, "echo first; sleep 100")
 	// Each follow=false stream ends at once, whether or not the line has
 	// arrived yet; poll until it has.
@@ -268,7 +268,7 @@ func statusOf(t *testing.T, s *Server, id string) procs.Status {
 // A reader that has gone is removed at once, and a stalled reader blocks
 // neither the process nor another reader.
 func TestProcessLogsReadersLeaveAndStall(t *testing.T) {
-	ts, s := newTestServer(t)
+	ts, s := newTestServer(t, testServer{})
 	id := startProcess(t, ts, s, "i=0; while [ $i -lt 20000 ]; do echo line-$i; i=$((i+1)); done; sleep 0.2")
 	p, err := s.procs.Get(id)
 	require.NoError(t, err)
@@ -294,7 +294,7 @@ func TestProcessLogsReadersLeaveAndStall(t *testing.T) {
 
 // r3labs/sse is an independent client: it must see every log line.
 func TestProcessLogsWithR3labsClient(t *testing.T) {
-	ts, s := newTestServer(t)
+	ts, s := newTestServer(t, testServer{})
 	id := startProcess(t, ts, s, "for i in 1 2 3 4 5; do echo l$i; done")
 	waitStatus(t, s, id)
 
@@ -330,7 +330,7 @@ func TestProcessLogsWithR3labsClient(t *testing.T) {
 // Past MaxRunning, start_process is 503 with a JSON error: the server's
 // limit, not the request's fault, and it passes once a process ends.
 func TestStartProcessTooMany(t *testing.T) {
-	ts, _ := newTestServerWith(t, Config{}, &executor.Runner{DrainDelay: 500 * time.Millisecond}, procs.Options{MaxRunning: 1})
+	ts, _ := newTestServer(t, testServer{procs: procs.Options{MaxRunning: 1}})
 	code, body := call(t, ts, "POST", "/start_process", map[string]any{"cmd": "sleep 100"})
 	require.Equal(t, http.StatusCreated, code)
 	id := body["id"].(string)
@@ -353,7 +353,7 @@ func TestStartProcessTooMany(t *testing.T) {
 // This needs executor.Process.Signal to reach a finished command's group
 // (branch h8-exec); without it the first kill_process is 400.
 func TestKillProcessLeftovers(t *testing.T) {
-	ts, s := newTestServer(t)
+	ts, s := newTestServer(t, testServer{})
 	id := startProcess(t, ts, s, "sleep 100 & echo $!")
 	_, next := stream(t, ts, "GET", "/process_logs_streaming?id="+id, nil)
 	ev, err := next()
@@ -383,7 +383,7 @@ func TestKillProcessLeftovers(t *testing.T) {
 // sends complete only, instead of wrapping around and replaying every
 // line. One more does not parse.
 func TestProcessLogsLastEventIDOverflow(t *testing.T) {
-	ts, s := newTestServer(t)
+	ts, s := newTestServer(t, testServer{})
 	id := startProcess(t, ts, s, "seq 1 10")
 	waitStatus(t, s, id)
 	for _, via := range []string{"header", "query"} {
@@ -418,7 +418,7 @@ func TestProcessLogsLastEventIDOverflow(t *testing.T) {
 // Every error reply of kill_process carries "success": false, not only
 // the documented ones.
 func TestKillProcessErrorsCarrySuccessFalse(t *testing.T) {
-	ts, s := newTestServerWith(t, Config{MaxBody: 100}, &executor.Runner{}, procs.Options{})
+	ts, s := newTestServer(t, testServer{cfg: Config{MaxBody: 100}, runner: &executor.Runner{}})
 	done := startProcess(t, ts, s, "true")
 	waitStatus(t, s, done)
 	tests := []struct {

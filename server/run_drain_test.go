@@ -2,26 +2,21 @@ package server
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/sandbox-executor/sandbox-executor/executor"
-	"github.com/sandbox-executor/sandbox-executor/procs"
-	"github.com/sandbox-executor/sandbox-executor/proxy"
 	"github.com/sandbox-executor/sandbox-executor/sse"
 )
 
@@ -120,7 +115,7 @@ func seqStream(ts interface{ Addr() net.Addr }, n, rate int) (map[string]any, er
 // spends waiting on the client. Before, the pipe's last 64 KiB were lost
 // and complete said {"code":0,"error":false}.
 func TestRunStreamingSlowClientLosesNothing(t *testing.T) {
-	ts := newSmallSendBufferServer(t, &executor.Runner{DrainDelay: 100 * time.Millisecond})
+	ts, _ := newTestServer(t, testServer{runner: &executor.Runner{DrainDelay: 100 * time.Millisecond}, listener: withSmallSendBuffers})
 	// About 1.6 MB of events at 1 MB/s: seq exits with the pipe full and
 	// hundreds of kilobytes of events still to send.
 	done, err := seqStream(ts.Listener, 30000, 1<<20)
@@ -128,33 +123,13 @@ func TestRunStreamingSlowClientLosesNothing(t *testing.T) {
 	assert.Equal(t, map[string]any{"code": 0.0, "error": false}, done)
 }
 
-// newSmallSendBufferServer is newTestServerWith for a runner, whose
-// connections have small send buffers: a slow client then blocks the
-// server's writes at once, rather than after the megabytes the kernel
-// would otherwise buffer.
-func newSmallSendBufferServer(t *testing.T, runner *executor.Runner) *httptest.Server {
-	t.Helper()
-	auth, err := NewStaticAuth(testSecret)
-	require.NoError(t, err)
-	reg := procs.NewRegistry(runner, procs.Options{})
-	fwd := &proxy.Forwarder{}
-	ts := httptest.NewUnstartedServer(New(zerolog.Nop(), auth, Deps{Runner: runner, Procs: reg, Forwarder: fwd, Sessions: newTestSessions(t, runner)}, Config{}))
-	ts.Listener = smallSendBuffers{ts.Listener}
-	ts.Start()
-	t.Cleanup(func() {
-		ts.CloseClientConnections()
-		ts.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		require.NoError(t, reg.Close(ctx))
-		require.NoError(t, fwd.Close(ctx))
-	})
-	return ts
-}
-
 // smallSendBuffers is a listener whose connections have 16 KiB send
-// buffers.
+// buffers: a slow client then blocks the server's writes at once, rather
+// than after the megabytes the kernel would otherwise buffer.
 type smallSendBuffers struct{ net.Listener }
+
+// withSmallSendBuffers is testServer.listener for smallSendBuffers.
+func withSmallSendBuffers(ln net.Listener) net.Listener { return smallSendBuffers{ln} }
 
 func (l smallSendBuffers) Accept() (net.Conn, error) {
 	c, err := l.Listener.Accept()
@@ -167,7 +142,7 @@ func (l smallSendBuffers) Accept() (net.Conn, error) {
 // Under load (many streams, two CPUs), no stream loses a line: pre-exit
 // output is delivered whenever its reader gets to run.
 func TestRunStreamingUnderLoadLosesNothing(t *testing.T) {
-	ts, _ := newTestServerWith(t, Config{}, &executor.Runner{DrainDelay: 20 * time.Millisecond}, procs.Options{})
+	ts, _ := newTestServer(t, testServer{runner: &executor.Runner{DrainDelay: 20 * time.Millisecond}})
 	const streams = 50
 	errs := make(chan error, streams)
 	var wg sync.WaitGroup

@@ -16,7 +16,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sandbox-executor/sandbox-executor/executor"
-	"github.com/sandbox-executor/sandbox-executor/procs"
 	"github.com/sandbox-executor/sandbox-executor/sse"
 )
 
@@ -92,7 +91,7 @@ func (w *maxWriter) Write(p []byte) (int, error) {
 // NUL bytes escapes to 6 MiB of JSON, which before went out in one write
 // built in memory (32 such replies at once took 4.96 GB).
 func TestRunReplyIsWrittenInBoundedPieces(t *testing.T) {
-	_, s := newTestServerWith(t, Config{}, &executor.Runner{MaxOutput: 2 << 20}, procs.Options{})
+	_, s := newTestServer(t, testServer{runner: &executor.Runner{MaxOutput: 2 << 20}})
 	w := &maxWriter{keepBody: true}
 	r := httptest.NewRequest("POST", "/run", strings.NewReader(`{"cmd":"head -c 1048576 /dev/zero; echo err >&2"}`))
 	require.NoError(t, s.handleRun(w, r))
@@ -119,7 +118,7 @@ func TestRunReplyMemoryIsBounded(t *testing.T) {
 
 // A background child that writes forever is cut, and the reply says so.
 func TestRunAndStreamingReportTruncated(t *testing.T) {
-	ts, _ := newTestServerWith(t, Config{}, &executor.Runner{DrainDelay: 100 * time.Millisecond}, procs.Options{})
+	ts, _ := newTestServer(t, testServer{runner: &executor.Runner{DrainDelay: 100 * time.Millisecond}})
 	code, body := call(t, ts, "POST", "/run", map[string]any{"cmd": "yes >&2 & echo hi"})
 	require.Equal(t, http.StatusOK, code)
 	assert.Equal(t, "hi\n", body["stdout"])
@@ -173,7 +172,7 @@ func streamComments(t *testing.T, url, body, accept string) int {
 // the Python SDK's timeout means "no bytes for N seconds", which pings
 // would defeat.
 func TestRunStreamingPingsOnlyWhenAsked(t *testing.T) {
-	ts, _ := newTestServerWith(t, Config{KeepAlive: 50 * time.Millisecond}, &executor.Runner{}, procs.Options{})
+	ts, _ := newTestServer(t, testServer{cfg: Config{KeepAlive: 50 * time.Millisecond}, runner: &executor.Runner{}})
 	const cmd = `"cmd":"sleep 0.5; echo end"`
 	assert.Zero(t, streamComments(t, ts.URL, `{`+cmd+`}`, ""), "pings nobody asked for")
 	assert.Zero(t, streamComments(t, ts.URL, `{`+cmd+`,"keepalive":false}`, "application/json"), "pings nobody asked for")
@@ -185,7 +184,7 @@ func TestRunStreamingPingsOnlyWhenAsked(t *testing.T) {
 // Requests execve would refuse, and timeouts too small to mean anything,
 // are the client's fault: 400 naming the problem, on both endpoints.
 func TestOversizedAndTinyRequestsAre400(t *testing.T) {
-	ts, _ := newTestServer(t)
+	ts, _ := newTestServer(t, testServer{})
 	big := strings.Repeat("x", 128<<10)
 	manyEnv := map[string]string{}
 	for i := range 60 {
@@ -218,7 +217,7 @@ func TestOversizedAndTinyRequestsAre400(t *testing.T) {
 // Past Runner.MaxRunning, commands are refused with 503 and a JSON error,
 // on /run and /run_streaming alike, until one ends.
 func TestTooManyCommandsIs503(t *testing.T) {
-	ts, _ := newTestServerWith(t, Config{}, &executor.Runner{MaxRunning: 1}, procs.Options{})
+	ts, _ := newTestServer(t, testServer{runner: &executor.Runner{MaxRunning: 1}})
 	ctx, cancel := contextWithCancel(t)
 	req, err := http.NewRequestWithContext(ctx, "POST", ts.URL+"/run_streaming", strings.NewReader(`{"cmd":"echo started; sleep 100"}`))
 	require.NoError(t, err)

@@ -20,7 +20,6 @@ import (
 
 	"github.com/sandbox-executor/sandbox-executor/executor"
 	"github.com/sandbox-executor/sandbox-executor/internal/testutil"
-	"github.com/sandbox-executor/sandbox-executor/procs"
 	"github.com/sandbox-executor/sandbox-executor/sse"
 )
 
@@ -68,7 +67,7 @@ func readAll(t *testing.T, next func() (event, error)) []event {
 }
 
 func TestRun(t *testing.T) {
-	ts, _ := newTestServer(t)
+	ts, _ := newTestServer(t, testServer{})
 	dir := t.TempDir()
 	tests := []struct {
 		name string
@@ -92,7 +91,7 @@ func TestRun(t *testing.T) {
 }
 
 func TestRunOutputEdgeCases(t *testing.T) {
-	ts, _ := newTestServer(t)
+	ts, _ := newTestServer(t, testServer{})
 	// More than a pipe's worth of stderr must not deadlock.
 	code, body := call(t, ts, "POST", "/run", map[string]any{"cmd": "head -c 200000 /dev/zero | tr '\\0' e >&2; echo ok"})
 	require.Equal(t, http.StatusOK, code)
@@ -111,7 +110,7 @@ func TestRunOutputEdgeCases(t *testing.T) {
 }
 
 func TestRunClientLeavingKillsGroup(t *testing.T) {
-	ts, _ := newTestServer(t)
+	ts, _ := newTestServer(t, testServer{})
 	pidFile := t.TempDir() + "/pid"
 	ctx, cancel := contextWithCancel(t)
 	req, err := http.NewRequestWithContext(ctx, "POST", ts.URL+"/run",
@@ -147,7 +146,7 @@ func waitPidFile(t *testing.T, path string) int {
 }
 
 func TestRunStreaming(t *testing.T) {
-	ts, _ := newTestServer(t)
+	ts, _ := newTestServer(t, testServer{})
 	resp, next := stream(t, ts, "POST", "/run_streaming", map[string]any{"cmd": "for i in 1 2 3; do echo $i; done; echo err >&2; exit 3"})
 	assert.Equal(t, "no-cache", resp.Header.Get("Cache-Control"))
 	assert.Equal(t, "no", resp.Header.Get("X-Accel-Buffering"))
@@ -173,7 +172,7 @@ func TestRunStreaming(t *testing.T) {
 }
 
 func TestRunStreamingSuccessAndTimeout(t *testing.T) {
-	ts, _ := newTestServer(t)
+	ts, _ := newTestServer(t, testServer{})
 	_, next := stream(t, ts, "POST", "/run_streaming", map[string]any{"cmd": "printf 'no newline'"})
 	evs := readAll(t, next)
 	require.Len(t, evs, 2)
@@ -191,7 +190,7 @@ func TestRunStreamingSuccessAndTimeout(t *testing.T) {
 }
 
 func TestRunStreamingStartFailureIsErrorEvent(t *testing.T) {
-	ts, _ := newTestServerWith(t, Config{}, &executor.Runner{Shell: "/no/such/shell"}, procs.Options{})
+	ts, _ := newTestServer(t, testServer{runner: &executor.Runner{Shell: "/no/such/shell"}})
 	_, next := stream(t, ts, "POST", "/run_streaming", map[string]any{"cmd": "true"})
 	evs := readAll(t, next)
 	require.Len(t, evs, 1)
@@ -201,7 +200,7 @@ func TestRunStreamingStartFailureIsErrorEvent(t *testing.T) {
 }
 
 func TestRunStreamingLongLineAndKeepAlive(t *testing.T) {
-	ts, _ := newTestServerWith(t, Config{KeepAlive: 100 * time.Millisecond}, &executor.Runner{}, procs.Options{})
+	ts, _ := newTestServer(t, testServer{cfg: Config{KeepAlive: 100 * time.Millisecond}, runner: &executor.Runner{}})
 	resp := request(t, ts, "POST", "/run_streaming", map[string]any{"cmd": "head -c 2000000 /dev/zero | tr '\\0' x; echo; sleep 0.5; echo end", "keepalive": true})
 	r := sse.NewReader(resp.Body)
 	total, pieces := 0, 0
@@ -227,7 +226,7 @@ func TestRunStreamingLongLineAndKeepAlive(t *testing.T) {
 }
 
 func TestRunStreamingClientLeavingKillsGroup(t *testing.T) {
-	ts, _ := newTestServer(t)
+	ts, _ := newTestServer(t, testServer{})
 	ctx, cancel := contextWithCancel(t)
 	req, err := http.NewRequestWithContext(ctx, "POST", ts.URL+"/run_streaming", strings.NewReader(`{"cmd":"sleep 100 & echo $!; wait"}`))
 	require.NoError(t, err)

@@ -1,11 +1,9 @@
 package server
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -14,8 +12,8 @@ import (
 )
 
 // newTestSessions returns a session registry for runner whose state files
-// and temp workdirs go under the test's temp dir, closed when the test
-// ends (after the server, whose cleanup is registered later).
+// and temp workdirs go under the test's temp dir. The caller closes it:
+// newTestServer, in the order of the agent's shutdown.
 func newTestSessions(tb testing.TB, runner *executor.Runner) *sessions.Registry {
 	tb.Helper()
 	dir := tb.TempDir()
@@ -24,10 +22,5 @@ func newTestSessions(tb testing.TB, runner *executor.Runner) *sessions.Registry 
 	require.NoError(tb, os.Chmod(filepath.Dir(dir), 0o711))
 	reg, err := sessions.NewRegistry(runner, sessions.Options{StateDir: dir, WorkdirParent: dir})
 	require.NoError(tb, err)
-	tb.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		require.NoError(tb, reg.Close(ctx))
-	})
 	return reg
 }

@@ -21,7 +21,7 @@ import (
 // shell puts a background job in a process group of its own, which a
 // kill of the shell's group alone would leave running.
 func TestSessionTerminal(t *testing.T) {
-	ts, _ := newTerminalServer(t, termServer{})
+	ts, _ := newTestServer(t, testServer{})
 	dir := t.TempDir()
 	code, body := call(t, ts, http.MethodPost, "/create_session",
 		map[string]any{"id": "tty", "cwd": dir, "env": map[string]string{"E": "session"}})
@@ -55,7 +55,7 @@ func TestSessionTerminal(t *testing.T) {
 // timeout deletes the session and kills its terminals. Before the fix, a
 // session with idle_timeout 1 killed a shell typed into every second.
 func TestSessionTerminalIdle(t *testing.T) {
-	ts, _ := newTerminalServer(t, termServer{})
+	ts, _ := newTestServer(t, testServer{})
 	const idle = time.Second
 	sessionsListed := func() []string {
 		code, out := call(t, ts, http.MethodGet, "/list_sessions", nil)

@@ -19,7 +19,7 @@ import (
 )
 
 func TestSessionRunPersists(t *testing.T) {
-	ts, _ := newTestServer(t)
+	ts, _ := newTestServer(t, testServer{})
 	code, body := call(t, ts, http.MethodPost, "/create_session", map[string]any{"id": "s1", "workdir": "temp"})
 	require.Equal(t, http.StatusCreated, code, body)
 	workdir := body["cwd"].(string)
@@ -82,7 +82,7 @@ func TestSessionRunPersists(t *testing.T) {
 }
 
 func TestSessionCreateErrors(t *testing.T) {
-	ts, _ := newTestServer(t)
+	ts, _ := newTestServer(t, testServer{})
 	code, body := call(t, ts, http.MethodPost, "/create_session", map[string]any{"id": "dup", "cwd": "/tmp", "timeout": 30})
 	require.Equal(t, http.StatusCreated, code, body)
 	assert.Equal(t, map[string]any{"id": "dup", "cwd": "/tmp", "user": body["user"]}, body)
@@ -115,7 +115,7 @@ func TestSessionCreateErrors(t *testing.T) {
 // The session's timeout is the default of its commands; a request's own
 // wins.
 func TestSessionTimeout(t *testing.T) {
-	ts, _ := newTestServer(t)
+	ts, _ := newTestServer(t, testServer{})
 	code, _ := call(t, ts, http.MethodPost, "/create_session", map[string]any{"id": "t", "timeout": 0.2})
 	require.Equal(t, http.StatusCreated, code)
 	code, body := call(t, ts, http.MethodPost, "/run", map[string]any{"cmd": "sleep 5", "session": "t"})
@@ -130,7 +130,7 @@ func TestSessionTimeout(t *testing.T) {
 // A background process starts from the session's state, commits nothing
 // and dies with the session, grandchildren included.
 func TestSessionBackgroundProcess(t *testing.T) {
-	ts, s := newTestServer(t)
+	ts, s := newTestServer(t, testServer{})
 	dir := t.TempDir()
 	code, _ := call(t, ts, http.MethodPost, "/create_session", map[string]any{"id": "bg", "cwd": dir, "env": map[string]string{"E": "session"}})
 	require.Equal(t, http.StatusCreated, code)
@@ -166,7 +166,7 @@ func TestUser(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: only root can run commands as another user")
 	}
-	ts, _ := newTestServer(t)
+	ts, _ := newTestServer(t, testServer{})
 	code, body := call(t, ts, http.MethodPost, "/run", map[string]any{"cmd": `id -u; echo "$HOME $USER $LOGNAME"`, "user": "nobody", "cwd": "/"})
 	require.Equal(t, http.StatusOK, code, body)
 	assert.Equal(t, "65534\n/nonexistent nobody nobody\n", body["stdout"])
@@ -190,7 +190,7 @@ func TestUser(t *testing.T) {
 
 func TestUserNotRoot(t *testing.T) {
 	runner := &executor.Runner{Privileged: func() bool { return false }}
-	ts, _ := newTestServerWith(t, Config{}, runner, procs.Options{})
+	ts, _ := newTestServer(t, testServer{runner: runner})
 	want := "running a command as another user needs an agent running as root"
 	for _, path := range []string{"/run", "/run_streaming", "/start_process"} {
 		code, body := call(t, ts, http.MethodPost, path, map[string]any{"cmd": "true", "user": "nobody"})
@@ -211,7 +211,7 @@ func TestSessionUserMismatch(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: only root can run commands as another user")
 	}
-	ts, _ := newTestServer(t)
+	ts, _ := newTestServer(t, testServer{})
 	code, body := call(t, ts, http.MethodPost, "/create_session", map[string]any{"id": "n", "user": "nobody", "workdir": "temp"})
 	require.Equal(t, http.StatusCreated, code, body)
 	code, body = call(t, ts, http.MethodPost, "/create_session", map[string]any{"id": "r"})

@@ -36,7 +36,7 @@ func rawRequest(t *testing.T, ts *httptest.Server, method, path, body string) (n
 // A /run_streaming client that stays connected but stops reading is taken
 // as gone after the stall timeout: its command's group is killed.
 func TestRunStreamingStalledClientKillsGroup(t *testing.T) {
-	ts, _ := newTestServerWith(t, Config{StallTimeout: 300 * time.Millisecond}, &executor.Runner{}, procs.Options{})
+	ts, _ := newTestServer(t, testServer{cfg: Config{StallTimeout: 300 * time.Millisecond}, runner: &executor.Runner{}})
 	_, br := rawRequest(t, ts, "POST", "/run_streaming", `{"cmd":"sleep 100 & echo pid=$!; exec yes"}`)
 	pidRe := regexp.MustCompile(`"data":"pid=(\d+)"`)
 	var pid int
@@ -55,7 +55,7 @@ func TestRunStreamingStalledClientKillsGroup(t *testing.T) {
 // A log reader that stays connected but stops reading is removed after
 // the stall timeout, before the stream could have ended by itself.
 func TestProcessLogsStalledReaderRemoved(t *testing.T) {
-	ts, s := newTestServerWith(t, Config{StallTimeout: 300 * time.Millisecond}, &executor.Runner{}, procs.Options{})
+	ts, s := newTestServer(t, testServer{cfg: Config{StallTimeout: 300 * time.Millisecond}, runner: &executor.Runner{}})
 	// 20 MB of 1 KB lines: the ring keeps 8 MiB, more than any socket
 	// buffer holds, so the handler's writes must block.
 	id := startProcess(t, ts, s, `yes "$(head -c 1000 /dev/zero | tr '\0' x)" | head -n 20000; sleep 100`)

@@ -115,7 +115,7 @@ const (
 )
 
 func TestInputOnTheThreeEndpoints(t *testing.T) {
-	ts, _ := newTestServer(t)
+	ts, _ := newTestServer(t, testServer{})
 	code, body := call(t, ts, "POST", "/run", map[string]any{"cmd": "python3 -", "input": "print(6*7)"})
 	require.Equal(t, http.StatusOK, code, body)
 	assert.Equal(t, "42\n", body["stdout"])
@@ -145,7 +145,7 @@ func TestInputOnTheThreeEndpoints(t *testing.T) {
 
 // A command that never reads a large input still ends, and /run returns.
 func TestRunInputNeverReadReturns(t *testing.T) {
-	ts, _ := newTestServer(t)
+	ts, _ := newTestServer(t, testServer{})
 	code, body := call(t, ts, "POST", "/run", map[string]any{"cmd": "echo done", "input": strings.Repeat("x", 10<<20)})
 	require.Equal(t, http.StatusOK, code)
 	assert.Equal(t, "done\n", body["stdout"])
@@ -155,7 +155,7 @@ func TestRunInputNeverReadReturns(t *testing.T) {
 // EOF reaches wc -c after close_stdin, and it counts every byte of a raw
 // write and a base64 one.
 func TestWriteStdinRawAndBase64ThenCloseReachesWC(t *testing.T) {
-	ts, s := newTestServer(t)
+	ts, s := newTestServer(t, testServer{})
 	id := startStdin(t, ts, "wc -c", map[string]any{"stdin": true})
 	raw := bytes.Repeat([]byte{0, 1, 2, 'a', '\n', 0xff}, 512<<10) // 3 MiB, binary
 	code, body, err := writeRaw(t.Context(), ts, id, bytes.NewReader(raw))
@@ -182,8 +182,7 @@ func TestWriteStdinRawAndBase64ThenCloseReachesWC(t *testing.T) {
 // and spliced past spliceMin), into one cat: each payload comes out in
 // one piece.
 func TestWriteStdinConcurrentRequestsDoNotInterleave(t *testing.T) {
-	ts, s := newTestServerWith(t, Config{}, &executor.Runner{DrainDelay: 500 * time.Millisecond},
-		procs.Options{MaxLines: 20_000, MaxBytes: 64 << 20})
+	ts, s := newTestServer(t, testServer{procs: procs.Options{MaxLines: 20_000, MaxBytes: 64 << 20}})
 	id := startStdin(t, ts, "cat", map[string]any{"stdin": true})
 	const writers, lines = 12, 1200 // 1.2 MiB each, more than the pipe holds
 	pad := strings.Repeat(".", 1010)
@@ -233,7 +232,7 @@ func TestWriteStdinConcurrentRequestsDoNotInterleave(t *testing.T) {
 // writes to another process, close_stdin and kill_process of this one all
 // still work, and the kill ends the blocked write.
 func TestWriteStdinBlockedWriteBlocksOnlyItself(t *testing.T) {
-	ts, _ := newTestServer(t)
+	ts, _ := newTestServer(t, testServer{})
 	sleeper := startStdin(t, ts, "sleep 100", map[string]any{"stdin": true})
 	other := startStdin(t, ts, "cat", map[string]any{"stdin": true})
 
@@ -277,7 +276,7 @@ func TestWriteStdinBlockedWriteBlocksOnlyItself(t *testing.T) {
 // end, the write gives up once the process has read nothing for the body
 // timeout.
 func TestWriteStdinClientGivesUp(t *testing.T) {
-	ts, _ := newTestServer(t)
+	ts, _ := newTestServer(t, testServer{})
 	id := startStdin(t, ts, "sleep 100", map[string]any{"stdin": true})
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
@@ -292,8 +291,7 @@ func TestWriteStdinClientGivesUp(t *testing.T) {
 	call(t, ts, "POST", "/kill_process", map[string]any{"id": id})
 
 	// The raw form, with a short body timeout.
-	ts, _ = newTestServerWith(t, Config{BodyTimeout: 300 * time.Millisecond},
-		&executor.Runner{DrainDelay: 500 * time.Millisecond}, procs.Options{})
+	ts, _ = newTestServer(t, testServer{cfg: Config{BodyTimeout: 300 * time.Millisecond}})
 	id = startStdin(t, ts, "sleep 100", map[string]any{"stdin": true})
 
 	// Chunked, so copied: the client sends 4 MiB and then nothing.
@@ -340,7 +338,7 @@ func TestWriteStdinClientGivesUp(t *testing.T) {
 // closes the connection; every byte arrives; and "Expect: 100-continue",
 // which curl sends for large bodies, is answered.
 func TestWriteStdinLargeRawBodyIsSpliced(t *testing.T) {
-	ts, s := newTestServer(t)
+	ts, s := newTestServer(t, testServer{})
 	id := startStdin(t, ts, "sha256sum", map[string]any{"stdin": true})
 	data := bytes.Repeat([]byte{0, 1, 2, 0xff, '\n'}, 1<<20)  // 5 MiB
 	tr := &http.Transport{ExpectContinueTimeout: time.Minute} // waits for the 100
@@ -375,8 +373,7 @@ func TestWriteStdinLargeRawBodyIsSpliced(t *testing.T) {
 // than after, data that reached the socket during a splice could make the
 // writer wait for a pipe that was not full, until the body timeout.)
 func TestWriteStdinSplicedBackToBack(t *testing.T) {
-	ts, _ := newTestServerWith(t, Config{BodyTimeout: 5 * time.Second},
-		&executor.Runner{DrainDelay: 500 * time.Millisecond}, procs.Options{})
+	ts, _ := newTestServer(t, testServer{cfg: Config{BodyTimeout: 5 * time.Second}})
 	id := startStdin(t, ts, "cat >/dev/null", map[string]any{"stdin": true})
 	data := bytes.Repeat([]byte("0123456789abcdef"), 5*spliceMin/16) // more than the pipe holds
 	for i := range 40 {
@@ -398,8 +395,7 @@ func sendDeclared(ctx context.Context, ts *httptest.Server, id string, n int64, 
 // client that sends nothing (408 after it), a client that leaves, a
 // process killed while the write waits for the client.
 func TestWriteStdinSplicedStops(t *testing.T) {
-	ts, _ := newTestServerWith(t, Config{BodyTimeout: 300 * time.Millisecond},
-		&executor.Runner{DrainDelay: 500 * time.Millisecond}, procs.Options{})
+	ts, _ := newTestServer(t, testServer{cfg: Config{BodyTimeout: 300 * time.Millisecond}})
 	const declared = 64 << 20
 	stalled := func(send int) (io.Reader, func()) { // sends send bytes, then nothing until stopped
 		pr, pw := io.Pipe()
@@ -474,7 +470,7 @@ func TestWriteStdinSplicedStops(t *testing.T) {
 }
 
 func TestWriteStdinErrors(t *testing.T) {
-	ts, s := newTestServerWith(t, Config{MaxBody: 1024}, &executor.Runner{DrainDelay: 500 * time.Millisecond}, procs.Options{})
+	ts, s := newTestServer(t, testServer{cfg: Config{MaxBody: 1024}})
 	const unknown = "00000000-0000-0000-0000-000000000000"
 	code, body := call(t, ts, "POST", "/write_stdin", map[string]any{"id": unknown, "data": "x"})
 	assert.Equal(t, http.StatusNotFound, code)
@@ -548,7 +544,7 @@ func TestWriteStdinErrors(t *testing.T) {
 // BenchmarkWriteStdinRaw sends 16 MiB raw bodies into one `cat >/dev/null`
 // over loopback HTTP, client included; b.SetBytes makes it MB/s.
 func BenchmarkWriteStdinRaw(b *testing.B) {
-	ts, s := newTestServerForBench(b)
+	ts, s := newTestServer(b, testServer{runner: &executor.Runner{}})
 	p, err := s.procs.Start(executor.Command{Cmd: "cat >/dev/null", Stdin: true})
 	if err != nil {
 		b.Fatal(err)

@@ -23,7 +23,7 @@ import (
 // A browser's way: the token as a subprotocol beside sandbox-executor,
 // from a page of another origin.
 func TestTerminalSubprotocolAuth(t *testing.T) {
-	ts, _ := newTerminalServer(t, termServer{})
+	ts, _ := newTestServer(t, testServer{})
 	id := startTerminal(t, ts, map[string]any{"cmd": "echo hello; read x"})
 	token := wsTokenPrefix + base64.RawURLEncoding.EncodeToString([]byte(testSecret))
 	w := dialTerminal(t, ts, id, "", &websocket.DialOptions{Subprotocols: []string{wsProtocol, token},
@@ -39,10 +39,10 @@ func TestTerminalSubprotocolAuth(t *testing.T) {
 // Ctrl-C typed as input interrupts the foreground job; so does a signal
 // message.
 func TestTerminalInterrupt(t *testing.T) {
-	ts, terms := newTerminalServer(t, termServer{})
+	ts, s := newTestServer(t, testServer{})
 	id := startTerminal(t, ts, map[string]any{"cmd": "sleep 100"})
 	w := dialTerminal(t, ts, id, "", nil)
-	term, err := terms.Get(id)
+	term, err := s.terms.Get(id)
 	require.NoError(t, err)
 	waitForChild(t, term.PID, "sleep")
 	w.send("\x03")
@@ -51,7 +51,7 @@ func TestTerminalInterrupt(t *testing.T) {
 
 	id = startTerminal(t, ts, map[string]any{"cmd": "sleep 100"})
 	w = dialTerminal(t, ts, id, "", nil)
-	term, err = terms.Get(id)
+	term, err = s.terms.Get(id)
 	require.NoError(t, err)
 	waitForChild(t, term.PID, "sleep")
 	w.control(map[string]any{"type": "signal", "signal": "SIGTERM"})
@@ -62,7 +62,7 @@ func TestTerminalInterrupt(t *testing.T) {
 // A client that disconnects while output flows and reconnects with since
 // gets every byte exactly once.
 func TestTerminalResume(t *testing.T) {
-	ts, _ := newTerminalServer(t, termServer{})
+	ts, _ := newTestServer(t, testServer{})
 	const n = 100000 // 688,895 bytes on a terminal: within the 1 MiB kept
 	id := startTerminal(t, ts, map[string]any{"cmd": "read x; seq 1 " + strconv.Itoa(n)})
 	w := dialTerminal(t, ts, id, "", nil)
@@ -91,7 +91,7 @@ func TestTerminalResume(t *testing.T) {
 // them a second time, or was refused as past the end.
 func TestTerminalResumeAfterEviction(t *testing.T) {
 	const ring = 64 << 10
-	ts, terms := newTerminalServer(t, termServer{terms: terminals.Options{RingBytes: ring}})
+	ts, s := newTestServer(t, testServer{terms: terminals.Options{RingBytes: ring}})
 	// Part one fits the ring, so that the first client gets all of it
 	// however slow it is; part two, 320 KB, is five rings' worth.
 	const one, n = 2000, 50000
@@ -104,7 +104,7 @@ func TestTerminalResumeAfterEviction(t *testing.T) {
 	a.waitFor(seqOutput(one)[len(seqOutput(one-1)):])
 	a.c.CloseNow()
 	require.Equal(t, uint64(len(partOne)), a.next())
-	term, err := terms.Get(id)
+	term, err := s.terms.Get(id)
 	require.NoError(t, err)
 	_, err = term.Write(t.Context(), []byte("\n")) // part two, with no client attached
 	require.NoError(t, err)
@@ -147,8 +147,7 @@ func waitTerminal(t *testing.T, term *terminals.Terminal) {
 // client; when it reads at last, it is told how many bytes it missed, and
 // what it gets adds up to the whole stream.
 func TestTerminalStalledClient(t *testing.T) {
-	ts, terms := newTerminalServer(t, termServer{smallSendBuffers: true, terms: terminals.Options{RingBytes: 256 << 10},
-		cfg: Config{KeepAlive: time.Minute}})
+	ts, s := newTestServer(t, testServer{listener: withSmallSendBuffers, terms: terminals.Options{RingBytes: 256 << 10}, cfg: Config{KeepAlive: time.Minute}})
 	const n = 300000 // 2.3 MB: far more than the ring and both sockets' buffers
 	id := startTerminal(t, ts, map[string]any{"cmd": "read x; seq 1 " + strconv.Itoa(n)})
 	stalled := dialTerminal(t, ts, id, "", &websocket.DialOptions{Subprotocols: []string{wsProtocol},
@@ -159,7 +158,7 @@ func TestTerminalStalledClient(t *testing.T) {
 	want := "\r\n" + seqOutput(n)
 	assert.Equal(t, uint64(len(want)), live.next(), "attached + missed + received is the whole stream")
 	assert.True(t, strings.HasSuffix(want, string(live.out[max(0, len(live.out)-(256<<10)):])), "the end of the stream, intact")
-	term, err := terms.Get(id)
+	term, err := s.terms.Get(id)
 	require.NoError(t, err)
 	select {
 	case <-term.Done():
@@ -175,7 +174,7 @@ func TestTerminalStalledClient(t *testing.T) {
 
 // Several clients see the same output, and the input of each is applied.
 func TestTerminalTwoClients(t *testing.T) {
-	ts, _ := newTerminalServer(t, termServer{})
+	ts, _ := newTestServer(t, testServer{})
 	id := startTerminal(t, ts, map[string]any{"cmd": "read a; echo got-$a; read b; echo got-$b"})
 	w1 := dialTerminal(t, ts, id, "", nil)
 	w2 := dialTerminal(t, ts, id, "", nil)
@@ -192,7 +191,7 @@ func TestTerminalTwoClients(t *testing.T) {
 // Everything that decides the status is answered before the upgrade,
 // as JSON.
 func TestTerminalWSErrors(t *testing.T) {
-	ts, _ := newTerminalServer(t, termServer{})
+	ts, _ := newTestServer(t, testServer{})
 	id := startTerminal(t, ts, map[string]any{"cmd": "echo 12345; read x"})
 	dialTerminal(t, ts, id, "", nil).waitFor("12345")
 
@@ -228,7 +227,7 @@ func TestTerminalWSErrors(t *testing.T) {
 // A text frame that is not a control message closes the connection with
 // 1008 and a reason; the terminal lives on.
 func TestTerminalWSProtocolErrors(t *testing.T) {
-	ts, _ := newTerminalServer(t, termServer{})
+	ts, _ := newTestServer(t, testServer{})
 	id := startTerminal(t, ts, map[string]any{"cmd": "read x"})
 	for _, tt := range []struct{ frame, reason string }{
 		{"ls\n", "text frames are JSON control messages; send input as binary frames"},
@@ -250,7 +249,7 @@ func TestTerminalWSProtocolErrors(t *testing.T) {
 
 // A client that answers no ping is dropped; one that reads is kept.
 func TestTerminalPingDrop(t *testing.T) {
-	ts, _ := newTerminalServer(t, termServer{cfg: Config{KeepAlive: 50 * time.Millisecond, StallTimeout: 200 * time.Millisecond}})
+	ts, _ := newTestServer(t, testServer{cfg: Config{KeepAlive: 50 * time.Millisecond, StallTimeout: 200 * time.Millisecond}})
 	id := startTerminal(t, ts, map[string]any{"cmd": "read x"})
 	silent := dialTerminal(t, ts, id, "", nil) // never reads, so never answers a ping
 	reading := dialTerminal(t, ts, id, "", nil)
@@ -276,7 +275,7 @@ func TestTerminalPingDrop(t *testing.T) {
 func TestTerminalShutdown(t *testing.T) {
 	base, shutdown := context.WithCancel(context.Background())
 	defer shutdown()
-	ts, _ := newTerminalServer(t, termServer{base: base})
+	ts, _ := newTestServer(t, testServer{base: base})
 	id := startTerminal(t, ts, map[string]any{"cmd": "read x"})
 	w := dialTerminal(t, ts, id, "", nil)
 	w.readUntil(func() bool { return w.attached != nil })

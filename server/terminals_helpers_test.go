@@ -9,81 +9,14 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/coder/websocket"
-	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/sandbox-executor/sandbox-executor/executor"
-	"github.com/sandbox-executor/sandbox-executor/procs"
-	"github.com/sandbox-executor/sandbox-executor/proxy"
-	"github.com/sandbox-executor/sandbox-executor/terminals"
 )
-
-// termServer configures newTerminalServer; the zero value is the defaults.
-type termServer struct {
-	cfg   Config
-	terms terminals.Options
-	// smallSendBuffers gives the server's connections 16 KiB send
-	// buffers, so that a client that does not read blocks the server's
-	// writes at once.
-	smallSendBuffers bool
-	// base, if set, is every request's base context, as the agent's
-	// baseCtx: cancelling it is the agent's shutdown.
-	base context.Context
-}
-
-// newTerminalServer starts the API as newTestServer does, with the
-// terminals and listener ts says, its requests and replies checked
-// against openapi.yaml.
-func newTerminalServer(t *testing.T, ts termServer) (*httptest.Server, *terminals.Registry) {
-	t.Helper()
-	auth, err := NewStaticAuth(testSecret)
-	require.NoError(t, err)
-	runner := &executor.Runner{}
-	reg := procs.NewRegistry(runner, procs.Options{})
-	if ts.terms.DrainDelay == 0 {
-		ts.terms.DrainDelay = 200 * time.Millisecond
-	}
-	terms := terminals.NewRegistry(runner, ts.terms)
-	fwd := &proxy.Forwarder{}
-	s := New(zerolog.Nop(), auth, Deps{Runner: runner, Procs: reg, Forwarder: fwd, Terminals: terms,
-		Sessions: newTestSessions(t, runner)}, ts.cfg)
-	// httptest's Close does not wait for the handlers of hijacked
-	// connections: handlers counts them, so that every WebSocket handler
-	// has returned (and its exchange been checked) when the test ends.
-	var handlers sync.WaitGroup
-	checked := openAPICheck(t, s.cfg.BasePath, s)
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		handlers.Add(1)
-		defer handlers.Done()
-		checked.ServeHTTP(w, r)
-	}))
-	if ts.smallSendBuffers {
-		srv.Listener = smallSendBuffers{srv.Listener}
-	}
-	srv.Listener = s.Listener(srv.Config, srv.Listener)
-	if ts.base != nil {
-		srv.Config.BaseContext = func(net.Listener) context.Context { return ts.base }
-	}
-	srv.Start()
-	t.Cleanup(func() {
-		srv.CloseClientConnections()
-		srv.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		require.NoError(t, terms.Close(ctx))
-		require.NoError(t, reg.Close(ctx))
-		require.NoError(t, fwd.Close(ctx))
-		handlers.Wait()
-	})
-	return srv, terms
-}
 
 func startTerminal(t *testing.T, ts *httptest.Server, body any) string {
 	t.Helper()

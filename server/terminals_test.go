@@ -12,7 +12,7 @@ import (
 )
 
 func TestTerminalEcho(t *testing.T) {
-	ts, _ := newTerminalServer(t, termServer{})
+	ts, _ := newTestServer(t, testServer{})
 	id := startTerminal(t, ts, map[string]any{"env": map[string]string{"PS1": "$ "}})
 	w := dialTerminal(t, ts, id, "", nil)
 	w.send("echo $((6*7))\n")
@@ -38,7 +38,7 @@ func TestTerminalEcho(t *testing.T) {
 }
 
 func TestTerminalResize(t *testing.T) {
-	ts, _ := newTerminalServer(t, termServer{})
+	ts, _ := newTestServer(t, testServer{})
 	id := startTerminal(t, ts, map[string]any{"cmd": "stty size; read x; stty size; read x; stty size", "cols": 100, "rows": 30})
 	w := dialTerminal(t, ts, id, "", nil)
 	w.waitFor("30 100\r\n")
@@ -68,10 +68,10 @@ func TestTerminalResize(t *testing.T) {
 }
 
 func TestTerminalKill(t *testing.T) {
-	ts, terms := newTerminalServer(t, termServer{})
+	ts, s := newTestServer(t, testServer{})
 	id := startTerminal(t, ts, map[string]any{"cmd": "sleep 100 & sleep 100"})
 	w := dialTerminal(t, ts, id, "", nil)
-	term, err := terms.Get(id)
+	term, err := s.terms.Get(id)
 	require.NoError(t, err)
 
 	code, out := call(t, ts, http.MethodPost, "/kill_terminal", map[string]any{"id": id})
@@ -95,7 +95,7 @@ func TestTerminalKill(t *testing.T) {
 }
 
 func TestTerminalStartErrors(t *testing.T) {
-	ts, _ := newTerminalServer(t, termServer{terms: terminals.Options{MaxRunning: 1}})
+	ts, _ := newTestServer(t, testServer{terms: terminals.Options{MaxRunning: 1}})
 	for _, body := range []map[string]any{
 		{"cols": 0}, {"rows": 1001}, {"cols": "80"}, {"cwd": "/no/such/dir"}, {"cmd": "a\x00b"},
 	} {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/sandbox-executor/sandbox-executor/executor"
 	"github.com/sandbox-executor/sandbox-executor/internal/testutil"
 )
 
@@ -22,7 +23,7 @@ func BenchmarkTunnelWSUp(b *testing.B) { benchTunnelWS(b, true) }
 func BenchmarkTunnelWSDown(b *testing.B) { benchTunnelWS(b, false) }
 
 func benchTunnelWS(b *testing.B, up bool) {
-	ts, _ := newTestServerForBench(b)
+	ts, _ := newTestServer(b, testServer{runner: &executor.Runner{}})
 	ln := testutil.Serve(b, func(c net.Conn) {
 		if up {
 			_, _ = io.Copy(io.Discard, c)

@@ -20,7 +20,6 @@ import (
 
 	"github.com/sandbox-executor/sandbox-executor/executor"
 	"github.com/sandbox-executor/sandbox-executor/internal/testutil"
-	"github.com/sandbox-executor/sandbox-executor/procs"
 	"github.com/sandbox-executor/sandbox-executor/tunnels"
 )
 
@@ -92,7 +91,7 @@ func basic(credentials string) string { return base64.StdEncoding.EncodeToString
 // A CONNECT without an accepted token is 407 with Proxy-Authenticate; the
 // token is taken from Proxy-Authorization, or Authorization without it.
 func TestConnectAuth(t *testing.T) {
-	ts, _ := newTestServer(t)
+	ts, _ := newTestServer(t, testServer{})
 	target := "127.0.0.1:" + strconv.Itoa(echoPort(t))
 	for _, tt := range []struct {
 		name   string
@@ -125,7 +124,7 @@ func TestConnectAuth(t *testing.T) {
 // Targets: loopback only (403 otherwise), the agent's own port refused
 // (403), a malformed one 400, nothing listening 502.
 func TestConnectTargets(t *testing.T) {
-	ts, _ := newTestServer(t)
+	ts, _ := newTestServer(t, testServer{})
 	port := strconv.Itoa(echoPort(t))
 	for _, tt := range []struct {
 		target string
@@ -159,7 +158,7 @@ func TestConnectTargets(t *testing.T) {
 // The path form works under the base path, and bytes sent right after the
 // request, before the reply, reach the port first.
 func TestConnectPathFormAndEarlyBytes(t *testing.T) {
-	ts, _ := newTestServerWith(t, Config{BasePath: "/base"}, &executor.Runner{}, procs.Options{})
+	ts, _ := newTestServer(t, testServer{cfg: Config{BasePath: "/base"}, runner: &executor.Runner{}})
 	c, br, resp := connect(t, ts, "/base/tunnel/"+strconv.Itoa(echoPort(t)), "early ", proxyAuth)
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	assert.Equal(t, "Connection Established", strings.TrimPrefix(resp.Status, "200 "))
@@ -174,7 +173,7 @@ func TestConnectPathFormAndEarlyBytes(t *testing.T) {
 // which still answers; the app's EOF reaches the client, which still
 // sends. Then both ends close.
 func TestConnectHalfClose(t *testing.T) {
-	ts, _ := newTestServer(t)
+	ts, _ := newTestServer(t, testServer{})
 	got := make(chan string, 1)
 	ln := testutil.Serve(t, func(c net.Conn) {
 		br := bufio.NewReader(c)
@@ -217,7 +216,7 @@ func TestConnectHalfClose(t *testing.T) {
 // registry (as shutdown does) ends the open tunnels.
 func TestConnectCapAndClose(t *testing.T) {
 	tuns := &tunnels.Registry{Max: 1}
-	ts, _ := newTestServerTunnels(t, Config{}, &executor.Runner{}, procs.Options{}, tuns)
+	ts, _ := newTestServer(t, testServer{runner: &executor.Runner{}, tunnels: tuns})
 	target := "127.0.0.1:" + strconv.Itoa(echoPort(t))
 	c, br, resp := connect(t, ts, target, "", proxyAuth)
 	require.Equal(t, http.StatusOK, resp.StatusCode)
@@ -241,9 +240,7 @@ func TestConnectEndsWithRequestContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	tuns := &tunnels.Registry{}
-	ts, _ := newTestServerTunnels(t, Config{}, &executor.Runner{}, procs.Options{}, tuns, func(srv *http.Server) {
-		srv.BaseContext = func(net.Listener) context.Context { return ctx }
-	})
+	ts, _ := newTestServer(t, testServer{runner: &executor.Runner{}, tunnels: tuns, base: ctx})
 	_, br, resp := connect(t, ts, "127.0.0.1:"+strconv.Itoa(echoPort(t)), "", proxyAuth)
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.Eventually(t, func() bool { return len(tuns.List()) == 1 }, 5*time.Second, 5*time.Millisecond)
@@ -269,7 +266,7 @@ func wsDial(t *testing.T, ts *httptest.Server, query string) (*websocket.Conn, *
 // /tunnel_ws carries the bytes in binary messages; the app's EOF closes
 // the WebSocket. Its refusals come before the upgrade.
 func TestTunnelWebSocket(t *testing.T) {
-	ts, _ := newTestServer(t)
+	ts, _ := newTestServer(t, testServer{})
 	c, _, err := wsDial(t, ts, "?port="+strconv.Itoa(echoPort(t)))
 	require.NoError(t, err)
 	nc := websocket.NetConn(t.Context(), c, websocket.MessageBinary)
@@ -300,7 +297,7 @@ func TestTunnelWebSocket(t *testing.T) {
 // When the app closes, a WebSocket tunnel ends with a normal closure, which
 // the client reads as EOF.
 func TestTunnelWebSocketAppCloses(t *testing.T) {
-	ts, _ := newTestServer(t)
+	ts, _ := newTestServer(t, testServer{})
 	ln := testutil.Serve(t, func(c net.Conn) { _, _ = io.WriteString(c, "bye") })
 	c, _, err := wsDial(t, ts, "?port="+strconv.Itoa(ln.Addr().(*net.TCPAddr).Port))
 	require.NoError(t, err)
@@ -311,7 +308,7 @@ func TestTunnelWebSocketAppCloses(t *testing.T) {
 // /list_tunnels shows the open tunnels of both kinds with the bytes each
 // moved.
 func TestListTunnels(t *testing.T) {
-	ts, _ := newTestServer(t)
+	ts, _ := newTestServer(t, testServer{})
 	port := echoPort(t)
 	c, br, resp := connect(t, ts, "127.0.0.1:"+strconv.Itoa(port), "", proxyAuth)
 	require.Equal(t, http.StatusOK, resp.StatusCode)

@@ -47,7 +47,7 @@ func TestWSToken(t *testing.T) {
 // A WebSocket upgrade may carry the token as a subprotocol; a wrong one,
 // or one in the query string, is refused like a wrong header.
 func TestWebSocketSubprotocolAuth(t *testing.T) {
-	ts, _ := newTestServer(t)
+	ts, _ := newTestServer(t, testServer{})
 	try := func(protocols []string, query string) int {
 		req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, ts.URL+"/no_such_ws"+query, nil)
 		require.NoError(t, err)
@@ -114,7 +114,7 @@ func TestAcceptWebSocket(t *testing.T) {
 // (Python's websocket-client and wscat by default) is accepted, with no
 // subprotocol selected, and speaks the terminal protocol all the same.
 func TestWebSocketNoSubprotocol(t *testing.T) {
-	ts, _ := newTerminalServer(t, termServer{})
+	ts, _ := newTestServer(t, testServer{})
 	id := startTerminal(t, ts, map[string]any{"cmd": "read x; echo got-$x"})
 	c, resp, err := websocket.Dial(t.Context(), ts.URL+"/terminal_ws?id="+id,
 		&websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + testSecret}}})
@@ -135,7 +135,7 @@ func TestWebSocketNoSubprotocol(t *testing.T) {
 // show only one of them (websocket-client shows both, wscat the status)
 // tell the user why.
 func TestWebSocketRefusal(t *testing.T) {
-	ts, _ := newTerminalServer(t, termServer{})
+	ts, _ := newTestServer(t, testServer{})
 	id := startTerminal(t, ts, map[string]any{"cmd": "read x"})
 	token := wsTokenPrefix + base64.RawURLEncoding.EncodeToString([]byte(testSecret))
 	for _, tt := range []struct {

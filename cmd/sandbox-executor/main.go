@@ -8,35 +8,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	stdlog "log"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
 
-	"github.com/rs/zerolog"
-
-	"github.com/sandbox-executor/sandbox-executor/executor"
-	"github.com/sandbox-executor/sandbox-executor/procs"
-	"github.com/sandbox-executor/sandbox-executor/proxy"
 	"github.com/sandbox-executor/sandbox-executor/server"
-	"github.com/sandbox-executor/sandbox-executor/sessions"
-	"github.com/sandbox-executor/sandbox-executor/stats"
-	"github.com/sandbox-executor/sandbox-executor/terminals"
-	"github.com/sandbox-executor/sandbox-executor/tunnels"
-)
-
-const (
-	// httpShutdownTimeout bounds the graceful part of the API's shutdown;
-	// the connections still open after it are closed.
-	httpShutdownTimeout = 3 * time.Second
-	// shutdownTimeout bounds the whole shutdown of the agent's own parts,
-	// keeping the exit under the 5 s that orchestrators allow.
-	shutdownTimeout = 4500 * time.Millisecond
 )
 
 func main() {
@@ -85,7 +64,8 @@ type options struct {
 }
 
 // run is run with o's seams. It is long because it is the one place
-// where the start-up and shutdown order is written down in full.
+// where start-up is written down in full, and when the agent stops; the
+// order of shutdown is agent.Close's.
 func (o options) run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
 	if len(args) == 1 && isHelpFlag(args[0]) {
 		args = []string{"help"}
@@ -113,85 +93,16 @@ func (o options) run(ctx context.Context, args []string, getenv func(string) str
 		return err
 	}
 
-	apiPort, proxyPort := apiLn.Addr().(*net.TCPAddr).Port, proxyLn.Addr().(*net.TCPAddr).Port
-	// Every child starts from the agent's environment without its
-	// credentials, which have been read above (see isCredentialEnv).
-	runner := &executor.Runner{MaxRunning: cfg.maxCmds, MaxInput: int64(cfg.inputBudget), Env: childEnviron(os.Environ())}
-	if os.Getpid() == 1 {
-		// As init, the agent inherits every orphan; see executor.Reaper.
-		runner.Reaper = executor.NewReaper()
-	}
-	sess, err := sessions.NewRegistry(runner, sessions.Options{MaxEnvBytes: int64(cfg.envBudget)})
+	a, err := o.newAgent(ctx, cfg, getenv, log, auth, apiLn, proxyLn)
 	if err != nil {
-		apiLn.Close()
-		proxyLn.Close()
-		return fmt.Errorf("sessions: %w", err)
+		return err
 	}
-	popts := procs.Options{MaxRunning: cfg.maxProcs, MaxTotalBytes: cfg.logBudget, Log: log}
-	reg := procs.NewRegistry(runner, popts)
-	terms := terminals.NewRegistry(runner, terminals.Options{})
-	o.setMemoryLimit(log, getenv, memoryBudgets{logs: int64(reg.LogBudget()), input: runner.InputBudget(), sessionEnvs: sess.EnvBudget()})
-	// The agent's own ports are never forwarded to: the proxy bound to
-	// itself would loop on its first connection.
-	fwd := &proxy.Forwarder{Log: log, Reserved: []int{apiPort, proxyPort}}
-	// Nor is a tunnel let into them: a tunnel to the API could open more.
-	tuns := &tunnels.Registry{Max: cfg.maxTunnels, Reserved: []int{apiPort, proxyPort}, Log: log}
-	// Disk metrics describe the file system of the working directory, which
-	// commands start in unless they name another.
-	wd, _ := os.Getwd()
-	deps := server.Deps{Runner: runner, Procs: reg, Forwarder: fwd, Terminals: terms, Sessions: sess, Resources: stats.New(wd),
-		Tunnels: tuns}
-	api := server.New(log, auth, deps, server.Config{
-		BasePath:           cfg.basePath,
-		KeepAlive:          cfg.keepAlive,
-		StallTimeout:       cfg.stall,
-		BodyTimeout:        cfg.bodyTime,
-		UnauthTimeout:      cfg.unauthTime,
-		MaxConns:           cfg.maxConns,
-		ProxyPort:          proxyPort,
-		APIPort:            apiPort,
-		Version:            version,
-		MetricsOpen:        cfg.metricsOpen,
-		TrustForwardedHost: cfg.trustFwdHost,
-		MaxUpload:          int64(cfg.maxUpload),
-		ExtractEntries:     cfg.extractMax,
-		ExtractTimeout:     cfg.extractTime,
-	})
-	// Every request's context derives from baseCtx. Cancelling it at
-	// shutdown kills the process groups of /run commands in flight, ends
-	// event streams with their final event and closes terminal WebSockets
-	// (going away).
-	baseCtx, cancelBase := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancelBase()
-	srv := &http.Server{
-		Handler:           api,
-		BaseContext:       func(net.Listener) context.Context { return baseCtx },
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       120 * time.Second,
-		// No WriteTimeout: event streams and long /run calls last as long
-		// as their commands.
-		ErrorLog: stdlog.New(warnWriter{log}, "", 0),
-	}
-	// The listener caps connections and gives those that never
-	// authenticate a shorter timeout than ReadHeaderTimeout and
-	// IdleTimeout above, which apply in full to authenticated ones.
-	apiConns := api.Listener(srv, apiLn)
-
-	// wg covers every goroutine started here: the two servers and, in
-	// main-command mode, the command's waiter and supervisor.
+	a.start(ctx)
+	// wg covers the goroutines started here: in main-command mode, the
+	// command's waiter and supervisor.
 	var wg sync.WaitGroup
-	serveErr := make(chan error, 2) // one slot per server, so neither can block
-	wg.Add(2)
-	go serveAPI(&wg, serveErr, srv, apiConns)
-	go serveProxy(&wg, serveErr, fwd, proxyLn)
-	reapCtx, stopReaper := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopReaper()
-	if runner.Reaper != nil {
-		wg.Add(1)
-		go reap(&wg, reapCtx, runner.Reaper)
-	}
 	ev := log.Info().Str("api", apiLn.Addr().String()).Str("proxy", proxyLn.Addr().String()).
-		Str("auth_mode", cfg.authMode).Str("base_path", cfg.basePath).Int("max_conns", apiConns.Max()).
+		Str("auth_mode", cfg.authMode).Str("base_path", cfg.basePath).Int("max_conns", a.apiLn.Max()).
 		Bool("metrics_open", cfg.metricsOpen).Str("version", version)
 	if cfg.authMode == authPool {
 		ev = ev.Bool("claimed", auth.Claimed())
@@ -216,7 +127,7 @@ func (o options) run(ctx context.Context, args []string, getenv func(string) str
 		signal.Notify(sigc, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP,
 			syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2)
 		defer signal.Stop(sigc)
-		child, err = o.startMain(runCtx, &wg, sigc, cfg.command, runner, stderr, log)
+		child, err = o.startMain(runCtx, &wg, sigc, cfg.command, a.runner, stderr, log)
 		if child != nil {
 			childDone = child.done
 		}
@@ -231,17 +142,18 @@ func (o options) run(ctx context.Context, args []string, getenv func(string) str
 			ev.Msg("shutting down")
 		case <-childDone:
 			log.Info().Int("code", child.code).Msg("main command exited; shutting down")
-		case err = <-serveErr:
+		case err = <-a.errc:
 			log.Error().Err(err).Msg("shutting down")
 		}
 	}
-	// Teardown, in the order shutdown documents: requests, API, proxy,
-	// terminals, background processes, sessions; the main command is
-	// stopped alongside.
+	// Teardown, in the order agent.Close documents: requests, API, proxy,
+	// terminals, background processes, sessions, the reaper; the main
+	// command is stopped alongside.
 	stopChild()
-	shutdown(log, cancelBase, srv, api, tuns, fwd, terms, reg, sess, runner)
-	stopReaper() // last: the background processes just killed left zombies
-	wg.Wait()    // the main command, if any, has exited: killed at the latest after its grace
+	closeCtx, cancelClose := context.WithTimeout(context.Background(), shutdownTimeout)
+	_ = a.Close(closeCtx) // each failure is logged as a warning: the exit code is not the shutdown's
+	cancelClose()
+	wg.Wait() // the main command, if any, has exited: killed at the latest after its grace
 	switch {
 	case err != nil:
 		return err
@@ -289,103 +201,4 @@ func listenError(what, addr, flags string, err error) error {
 		return fmt.Errorf("%s listener: %s is already in use (another agent?): stop what listens there, or choose another address with %s", what, addr, flags)
 	}
 	return fmt.Errorf("%s listener: %w", what, err)
-}
-
-// reap runs r until ctx ends.
-//
-// reap runs in its own goroutine; it ends when ctx ends.
-func reap(wg *sync.WaitGroup, ctx context.Context, r *executor.Reaper) {
-	defer wg.Done()
-	r.Run(ctx)
-}
-
-// serveAPI serves the API on ln.
-//
-// serveAPI runs in its own goroutine; it ends when srv is shut down or
-// closed, or when ln fails, which it reports on errc.
-func serveAPI(wg *sync.WaitGroup, errc chan<- error, srv *http.Server, ln net.Listener) {
-	defer wg.Done()
-	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-		errc <- fmt.Errorf("API server: %w", err)
-	}
-}
-
-// serveProxy forwards the connections accepted on ln.
-//
-// serveProxy runs in its own goroutine; it ends when fwd is closed, or
-// when ln fails, which it reports on errc.
-func serveProxy(wg *sync.WaitGroup, errc chan<- error, fwd *proxy.Forwarder, ln net.Listener) {
-	defer wg.Done()
-	if err := fwd.Serve(ln); err != nil && !errors.Is(err, proxy.ErrClosed) {
-		errc <- fmt.Errorf("TCP proxy: %w", err)
-	}
-}
-
-// shutdown stops the agent's own parts in this order, within
-// shutdownTimeout in all:
-//  1. cancel the base context: /run commands in flight are killed (their
-//     process groups), event streams end with their final event, and
-//     terminal WebSockets close with 1001 (going away); tunnels and
-//     previews (WebSockets included) are closed;
-//  2. shut the API down: stop accepting, let those handlers answer, for
-//     at most httpShutdownTimeout, then close what is left;
-//  3. close the tunnels registry, waiting for the tunnels to be gone
-//     (hijacked connections are not the http.Server's to wait for), and
-//     the preview proxy's idle connections to the apps;
-//  4. close the TCP forwarder and its live connections;
-//  5. close the terminals: every process of each terminal's session is
-//     killed (jobs of interactive shells are in groups of their own, so
-//     this comes before the group kills below);
-//  6. close the registry: every background process group is killed;
-//  7. delete the sessions: what is left in their process groups is
-//     killed, their temp workdirs and the state directory removed;
-//  8. kill what finished commands, /run ones included, left in their
-//     process groups (`npm start &`).
-//
-// The main command, if any, is stopped by its supervisor meanwhile.
-func shutdown(log zerolog.Logger, cancelBase context.CancelFunc, srv *http.Server, api *server.Server,
-	tuns *tunnels.Registry, fwd *proxy.Forwarder, terms *terminals.Registry, reg *procs.Registry,
-	sess *sessions.Registry, runner *executor.Runner) {
-	start := time.Now()
-	cancelBase()
-	httpCtx, cancel := context.WithTimeout(context.Background(), httpShutdownTimeout)
-	defer cancel()
-	if err := srv.Shutdown(httpCtx); err != nil {
-		log.Warn().Err(err).Msg("API shutdown timed out; closing the remaining connections")
-		srv.Close()
-	}
-	ctx, cancel := context.WithDeadline(context.Background(), start.Add(shutdownTimeout))
-	defer cancel()
-	// Hijacked connections are not the http.Server's to wait for.
-	if err := tuns.Close(ctx); err != nil {
-		log.Warn().Err(err).Msg("tunnels shutdown")
-	}
-	if err := api.Close(ctx); err != nil {
-		log.Warn().Err(err).Msg("API close")
-	}
-	if err := fwd.Close(ctx); err != nil {
-		log.Warn().Err(err).Msg("TCP proxy shutdown")
-	}
-	if err := terms.Close(ctx); err != nil {
-		log.Warn().Err(err).Msg("terminals shutdown")
-	}
-	if err := reg.Close(ctx); err != nil {
-		log.Warn().Err(err).Msg("background processes shutdown")
-	}
-	if err := sess.Close(ctx); err != nil {
-		log.Warn().Err(err).Msg("sessions shutdown")
-	}
-	if n := runner.KillAll(); n > 0 {
-		log.Info().Int("groups", n).Msg("killed what finished commands left running")
-	}
-	log.Info().Float64("duration_ms", float64(time.Since(start).Microseconds())/1000).Msg("stopped")
-}
-
-// warnWriter logs net/http's error-log lines (TLS handshake failures,
-// accept retries, handler panics) as warnings.
-type warnWriter struct{ log zerolog.Logger }
-
-func (w warnWriter) Write(p []byte) (int, error) {
-	w.log.Warn().Msg(strings.TrimSuffix(string(p), "\n"))
-	return len(p), nil
 }
