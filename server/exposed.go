@@ -119,9 +119,7 @@ func (s *Server) routeHost(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		if rec, ok := w.(*recorder); ok {
-			rec.route = routeHostPreview
-		}
+		stateOf(r).route = routeHostPreview
 		// unexpose_port ends the request; and, for a request let in
 		// without the token, the port turning private.
 		until := x.ctx
@@ -130,7 +128,7 @@ func (s *Server) routeHost(next http.Handler) http.Handler {
 			// it. Such a connection may idle (an event stream) but is
 			// still the first to go at the connection cap.
 			if c := connOf(r); c != nil {
-				c.allowIdle()
+				c.AllowIdle()
 			}
 			until = x.anon
 		} else if !s.authorize(w, r) {

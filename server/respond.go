@@ -109,17 +109,17 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		if he != nil && he.cause != nil {
 			logged = he.cause
 		}
-		s.log.Error().Err(logged).Str("request_id", requestID(w)).Str("path", logPath(r.URL.Path)).Msg("request failed")
+		s.log.Error().Err(logged).Str("request_id", requestID(r)).Str("path", logPath(r.URL.Path)).Msg("request failed")
 	}
-	if rec, ok := w.(*recorder); ok && rec.status != 0 {
-		s.log.Debug().Err(err).Str("request_id", rec.id).Str("path", logPath(r.URL.Path)).Msg("error after the response started")
+	if st := stateOf(r); st.started() {
+		s.log.Debug().Err(err).Str("request_id", st.id).Str("path", logPath(r.URL.Path)).Msg("error after the response started")
 		return
 	}
 	if code < 500 {
-		s.log.Debug().Str("request_id", requestID(w)).Int("status", code).Str("error", msg).
+		s.log.Debug().Str("request_id", requestID(r)).Int("status", code).Str("error", msg).
 			Str("path", logPath(r.URL.Path)).Msg("request refused")
 	}
-	if bodyUnread(w, r) {
+	if bodyUnread(r) {
 		closeAfterReply(w)
 	}
 	body := map[string]any{"error": msg}
@@ -133,7 +133,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		}
 	}
 	var ur *upgradeRefusal
-	if errors.As(err, &ur) && writeWithReason(w, code, ur.reason, body) {
+	if errors.As(err, &ur) && writeWithReason(w, r, code, ur.reason, body) {
 		return
 	}
 	encode(w, code, body)
@@ -159,12 +159,12 @@ func encode(w http.ResponseWriter, code int, v any) {
 // arrive within the server's BodyTimeout (408 if not).
 func decode[T any](w http.ResponseWriter, r *http.Request, maxBody int64) (T, error) {
 	var v T
-	release, err := takeBodyBudget(w, r, maxBody)
+	release, err := takeBodyBudget(r, maxBody)
 	if err != nil {
 		return v, err
 	}
 	defer release()
-	defer bodyDeadline(w)() // cleared once read, or the server's watch on the connection would fail
+	defer bodyDeadline(w, r)() // cleared once read, or the server's watch on the connection would fail
 	body := http.MaxBytesReader(w, r.Body, maxBody)
 	dec := json.NewDecoder(body)
 	err = dec.Decode(&v)
@@ -176,10 +176,10 @@ func decode[T any](w http.ResponseWriter, r *http.Request, maxBody int64) (T, er
 		if end := bodyEnd(dec); end != nil {
 			err = end
 		} else {
-			markBodyRead(w)
+			markBodyRead(r)
 		}
 	case errors.Is(err, io.EOF): // an empty body
-		markBodyRead(w)
+		markBodyRead(r)
 	}
 	var tooLarge *http.MaxBytesError
 	var he *httpError
@@ -189,7 +189,7 @@ func decode[T any](w http.ResponseWriter, r *http.Request, maxBody int64) (T, er
 	case errors.As(err, &tooLarge), errors.As(err, &he):
 		return v, err
 	case errors.Is(err, os.ErrDeadlineExceeded):
-		return v, errorf(http.StatusRequestTimeout, "request body not received within %s", bodyTimeout(w))
+		return v, errorf(http.StatusRequestTimeout, "request body not received within %s", bodyTimeout(r))
 	case errors.As(err, &typeErr):
 		if typeErr.Field != "" {
 			want := jsonKind(typeErr.Type.Kind().String())
