@@ -258,15 +258,6 @@ func (o options) out() io.Writer {
 	return o.stdout
 }
 
-// newAuth returns the Auth of cfg's mode. A static Auth without a secret
-// is an error.
-func newAuth(cfg config) (*server.Auth, error) {
-	if cfg.authMode == authPool {
-		return server.NewPoolAuth(cfg.secretPath)
-	}
-	return server.NewStaticAuth(cfg.secret)
-}
-
 // listen binds both listeners before anything is served, so that a port
 // in use is reported at once and port 0 can be used.
 func listen(cfg config) (api, prx net.Listener, err error) {
