@@ -167,16 +167,7 @@ func New(log zerolog.Logger, auth *Auth, deps Deps, cfg Config) *Server {
 	}
 	s.preview = newPreviewProxy(s)
 	s.routes()
-	// Labels every matched request with its route's template, for the
-	// metrics; the routes of subrouters too.
-	s.router.Use(s.labelRoute)
-	// Access logging sees every request, including 401s, 404s and 405s;
-	// authentication guards the whole router rather than a subrouter,
-	// because mux does not run subrouter middleware for 404 and 405.
-	// CONNECT requests and previews routed by host name come before the
-	// agent's own path handling: the first have no path, and the second
-	// are the app's, passed on as sent.
-	s.handler = s.access(s.serveConnect(s.routeHost(s.routePath(s.requireToken(s.router)))))
+	s.handler = s.requestPath()
 	return s
 }
 

@@ -33,7 +33,7 @@ func (s *Server) serveConnect(next http.Handler) http.Handler {
 			return
 		}
 		stateOf(r).route = routeConnect
-		if err := s.handleConnect(w, r); err != nil {
+		if err := s.handleTunnelConnect(w, r); err != nil {
 			// A client may have sent bytes for the tunnel after its
 			// request: they must not be read as the next request.
 			closeAfterReply(w)
@@ -42,11 +42,11 @@ func (s *Server) serveConnect(next http.Handler) http.Handler {
 	})
 }
 
-// handleConnect serves CONNECT 127.0.0.1:PORT (also localhost:PORT and
+// handleTunnelConnect serves CONNECT 127.0.0.1:PORT (also localhost:PORT and
 // [::1]:PORT) and CONNECT /tunnel/PORT: once the token, the target and the
 // dial are good, it answers 200 Connection Established on the hijacked
 // connection and joins it to the port until either side ends.
-func (s *Server) handleConnect(w http.ResponseWriter, r *http.Request) error {
+func (s *Server) handleTunnelConnect(w http.ResponseWriter, r *http.Request) error {
 	if err := s.authorizeConnect(w, r); err != nil {
 		return err
 	}
