@@ -10,6 +10,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/gorilla/mux"
+
+	"github.com/sandbox-executor/sandbox-executor/internal/logfield"
 )
 
 // requestIDHeader carries a request's id: taken from the request when the
@@ -150,16 +152,12 @@ func (s *Server) requestDone(st *requestState, r *http.Request, took time.Durati
 		path = r.RequestURI // an authority-form target has no path
 	}
 	ev = ev.Str("request_id", st.id).Str("method", r.Method).Str("path", logPath(path)).Int("status", rec.status).
-		Int64("bytes", rec.bytes).Float64("duration_ms", durationMS(took)).Str("remote", r.RemoteAddr)
+		Int64("bytes", rec.bytes).Float64("duration_ms", logfield.DurationMS(took)).Str("remote", r.RemoteAddr)
 	if aborted {
 		ev = ev.Bool("aborted", true)
 	}
 	ev.Msg("request")
 }
-
-// durationMS returns d in milliseconds, to the microsecond, for the
-// duration_ms of log lines.
-func durationMS(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // labelRoute is the router's middleware that tells the access middleware
 // which route matched: mux runs it only for a match, for the routes of
