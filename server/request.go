@@ -22,7 +22,8 @@ const defaultBodyTimeout = 30 * time.Second
 // (stateOf): a ResponseWriter wrapper between the access layer and a
 // handler then switches off no budget, deadline or request id.
 //
-// Only the goroutine serving the request touches it.
+// It has no lock: like the ResponseWriter, it is used by the layers and
+// the handler in turn, never by two goroutines at once.
 type requestState struct {
 	id    string // the request's id, for every log line about it
 	route string // the template of the route that matched; "" if none did
