@@ -73,12 +73,13 @@ func validRequestID(id string) bool {
 }
 
 // access gives each request its id, in the reply's X-Request-Id header,
-// and once the request is over (or its handler panicked, as
-// http.ErrAbortHandler does to abort a reply) writes its access-log line
-// and records it in the metrics. The line is at debug level for a success
-// and for a request refused before authentication (see requestState.anon),
-// and at info for any other failure. A request line over maxRequestLine
-// is refused here with 414, before anything else looks at the request.
+// and its state, in its context (see requestState); once the request is
+// over (or its handler panicked, as http.ErrAbortHandler does to abort a
+// reply), it writes the request's access-log line and records it in the
+// metrics. The line is at debug level for a success and for a request
+// refused before authentication (see requestState.anon), and at info for
+// any other failure. A request line over maxRequestLine is refused here
+// with 414, before anything else looks at the request.
 func (s *Server) access(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
