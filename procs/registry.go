@@ -20,6 +20,7 @@ import (
 
 	"github.com/sandbox-executor/sandbox-executor/executor"
 	"github.com/sandbox-executor/sandbox-executor/internal/finished"
+	"github.com/sandbox-executor/sandbox-executor/internal/logfield"
 	"github.com/sandbox-executor/sandbox-executor/internal/waitgroup"
 )
 
@@ -215,9 +216,6 @@ func logCommand(cmd string) string {
 	return cmd[:n] + "…"
 }
 
-// durationMS returns d in milliseconds, to the microsecond.
-func durationMS(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-
 // LogBudget returns the bound on the retained lines of all processes
 // together, in bytes: Options.MaxTotalBytes or its default.
 func (r *Registry) LogBudget() int { return r.opts.maxTotalBytes() }
@@ -284,7 +282,7 @@ func (r *Registry) watch(p *Process) {
 	if ev := r.opts.Log.Debug(); ev.Enabled() {
 		info := p.Info()
 		ev.Str("id", p.ID).Int("pid", p.PID).Str("command", logCommand(p.Command)).Int("exit_code", res.Code).
-			Str("status", string(info.Status)).Float64("duration_ms", durationMS(info.CompletedAt.Sub(p.StartedAt))).
+			Str("status", string(info.Status)).Float64("duration_ms", logfield.DurationMS(info.CompletedAt.Sub(p.StartedAt))).
 			Msg("process exited")
 	}
 	for _, old := range r.retire(p) {

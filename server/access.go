@@ -10,6 +10,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/gorilla/mux"
+
+	"github.com/sandbox-executor/sandbox-executor/internal/logfield"
 )
 
 // requestIDHeader carries a request's id: taken from the request when the
@@ -71,30 +73,33 @@ func validRequestID(id string) bool {
 }
 
 // access gives each request its id, in the reply's X-Request-Id header,
-// and once the request is over (or its handler panicked, as
-// http.ErrAbortHandler does to abort a reply) writes its access-log line
-// and records it in the metrics. The line is at debug level for a success
-// and for a request refused before authentication (see recorder.anon),
-// and at info for any other failure. A request line over maxRequestLine
-// is refused here with 414, before anything else looks at the request.
+// and its state, in its context (see requestState); once the request is
+// over (or its handler panicked, as http.ErrAbortHandler does to abort a
+// reply), it writes the request's access-log line and records it in the
+// metrics. The line is at debug level for a success and for a request
+// refused before authentication (see requestState.anon), and at info for
+// any other failure. A request line over maxRequestLine is refused here
+// with 414, before anything else looks at the request.
 func (s *Server) access(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		rec := &recorder{ResponseWriter: w, bodyTimeout: s.cfg.BodyTimeout, bodies: s.bodies, id: s.ids.of(r)}
-		w.Header().Set(requestIDHeader, rec.id)
+		st := &requestState{id: s.ids.of(r), bodyTimeout: s.cfg.BodyTimeout, bodies: s.bodies}
+		st.rec.ResponseWriter = w
+		r = withState(r, st)
+		w.Header().Set(requestIDHeader, st.id)
 		s.metrics.inFlight.Add(1)
 		completed := false
 		// Deferred so that a panic is logged too; it is not recovered:
 		// net/http aborts the connection, and logs the stack of any panic
 		// but http.ErrAbortHandler.
-		defer func() { s.requestDone(rec, r, time.Since(start), !completed) }()
+		defer func() { s.requestDone(st, r, time.Since(start), !completed) }()
 		if n := requestLineLen(r); n > maxRequestLine {
-			rec.anon = true
-			closeAfterReply(rec) // the client may send more of the same
-			s.writeError(rec, r, errorf(http.StatusRequestURITooLong,
+			st.anon = true
+			closeAfterReply(&st.rec) // the client may send more of the same
+			s.writeError(&st.rec, r, errorf(http.StatusRequestURITooLong,
 				"request line too long: %d bytes (limit %d)", n, maxRequestLine))
 		} else {
-			next.ServeHTTP(rec, r)
+			next.ServeHTTP(&st.rec, r)
 		}
 		completed = true
 	})
@@ -121,13 +126,14 @@ func logPath(p string) string {
 
 // requestDone records a request that is over in the metrics and the
 // access log. aborted is set if its handler panicked.
-func (s *Server) requestDone(rec *recorder, r *http.Request, took time.Duration, aborted bool) {
+func (s *Server) requestDone(st *requestState, r *http.Request, took time.Duration, aborted bool) {
+	rec := &st.rec
 	m := s.metrics
 	m.inFlight.Add(-1)
 	if rec.streamBytes != nil {
 		m.streamsOpen.Add(-1)
 	}
-	route := rec.route
+	route := st.route
 	if route == "" {
 		route = routeUnmatched
 	}
@@ -136,7 +142,7 @@ func (s *Server) requestDone(rec *recorder, r *http.Request, took time.Duration,
 	// Refusals before authentication stay at debug: anyone can cause
 	// them, as fast as they like.
 	ev := s.log.Debug()
-	if (rec.status >= 400 && !rec.anon) || aborted {
+	if (rec.status >= 400 && !st.anon) || aborted {
 		ev = s.log.Info()
 	}
 	if !ev.Enabled() {
@@ -146,35 +152,20 @@ func (s *Server) requestDone(rec *recorder, r *http.Request, took time.Duration,
 	if r.Method == http.MethodConnect {
 		path = r.RequestURI // an authority-form target has no path
 	}
-	ev = ev.Str("request_id", rec.id).Str("method", r.Method).Str("path", logPath(path)).Int("status", rec.status).
-		Int64("bytes", rec.bytes).Float64("duration_ms", durationMS(took)).Str("remote", r.RemoteAddr)
+	ev = ev.Str("request_id", st.id).Str("method", r.Method).Str("path", logPath(path)).Int("status", rec.status).
+		Int64("bytes", rec.bytes).Float64("duration_ms", logfield.DurationMS(took)).Str("remote", r.RemoteAddr)
 	if aborted {
 		ev = ev.Bool("aborted", true)
 	}
 	ev.Msg("request")
 }
 
-// requestID returns the id of the request whose reply w is, for a log
-// line; "" for a ResponseWriter that is not the server's own (a test's).
-func requestID(w http.ResponseWriter) string {
-	if rec, ok := w.(*recorder); ok {
-		return rec.id
-	}
-	return ""
-}
-
-// durationMS returns d in milliseconds, to the microsecond, for the
-// duration_ms of log lines.
-func durationMS(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-
 // labelRoute is the router's middleware that tells the access middleware
 // which route matched: mux runs it only for a match, for the routes of
 // subrouters too, with the route in the request.
 func (s *Server) labelRoute(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if rec, ok := w.(*recorder); ok {
-			rec.route = routeTemplate(mux.CurrentRoute(r))
-		}
+		stateOf(r).route = routeTemplate(mux.CurrentRoute(r))
 		next.ServeHTTP(w, r)
 	})
 }
@@ -182,14 +173,14 @@ func (s *Server) labelRoute(next http.Handler) http.Handler {
 // labelUnrouted labels a request refused before routing (a 401, a 400 for
 // two Authorization headers) with the route it would have reached, if any:
 // the rare path pays for the match.
-func (s *Server) labelUnrouted(w http.ResponseWriter, r *http.Request) {
-	rec, ok := w.(*recorder)
-	if !ok || rec.route != "" {
+func (s *Server) labelUnrouted(r *http.Request) {
+	st, ok := lookupState(r)
+	if !ok || st.route != "" {
 		return
 	}
 	var m mux.RouteMatch
 	if s.router.Match(r, &m) && m.MatchErr == nil {
-		rec.route = routeTemplate(m.Route)
+		st.route = routeTemplate(m.Route)
 	}
 }
 

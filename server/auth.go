@@ -24,11 +24,21 @@ type Auth struct {
 	secret []byte
 }
 
+// Errors of NewStaticAuth and NewPoolAuth, for the caller to name the
+// settings that fix them.
+var (
+	// ErrNoSecret is returned by NewStaticAuth for an empty secret.
+	ErrNoSecret = errors.New("no secret: the agent refuses to run without one")
+	// ErrSecretPath is wrapped by NewPoolAuth's error when the claimed
+	// secret could not be saved where it was asked to.
+	ErrSecretPath = errors.New("pool mode cannot save the claimed secret")
+)
+
 // NewStaticAuth returns an Auth that accepts exactly secret, which must not
-// be empty.
+// be empty (ErrNoSecret).
 func NewStaticAuth(secret string) (*Auth, error) {
 	if secret == "" {
-		return nil, errors.New("SANDBOX_SECRET is not set: the agent refuses to run without a secret (or set SANDBOX_AUTH_MODE=pool)")
+		return nil, ErrNoSecret
 	}
 	return &Auth{secret: []byte(secret)}, nil
 }
@@ -37,14 +47,14 @@ func NewStaticAuth(secret string) (*Auth, error) {
 // at path. If path already holds a secret (the agent restarted after a
 // claim), that secret is in force at once. If not, path's directory must
 // exist or be creatable, and be writable: else every claim would fail, so
-// NewPoolAuth fails instead.
+// NewPoolAuth fails instead, with an error that wraps ErrSecretPath.
 func NewPoolAuth(path string) (*Auth, error) {
 	a := &Auth{path: path}
 	b, err := os.ReadFile(path)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 		if err := checkWritable(filepath.Dir(path)); err != nil {
-			return nil, fmt.Errorf("pool mode cannot save the claimed secret at %s (set SANDBOX_SECRET_PATH or -secret-path to a file in a writable directory): %w", path, err)
+			return nil, fmt.Errorf("%w at %s: %w", ErrSecretPath, path, err)
 		}
 		return a, nil
 	case err != nil:
@@ -109,14 +119,6 @@ func (a *Auth) isSecret(token string) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.secret != nil && subtle.ConstantTimeCompare([]byte(token), a.secret) == 1
-}
-
-// markAnon records that the request is refused before authentication,
-// for the access log.
-func markAnon(w http.ResponseWriter) {
-	if rec, ok := w.(*recorder); ok {
-		rec.anon = true
-	}
 }
 
 // bearer returns the token of an "Authorization: Bearer <token>" header.
@@ -215,22 +217,22 @@ func (s *Server) requireToken(next http.Handler) http.Handler {
 func (s *Server) authorize(w http.ResponseWriter, r *http.Request) bool {
 	ok, claimed, err := s.auth.check(r)
 	if claimed {
-		s.log.Info().Str("request_id", requestID(w)).Str("remote", r.RemoteAddr).Msg("pool sandbox claimed")
+		s.log.Info().Str("request_id", requestID(r)).Str("remote", r.RemoteAddr).Msg("pool sandbox claimed")
 	}
 	if ok {
 		if c := connOf(r); c != nil {
-			c.authenticate()
+			c.Authenticate()
 		}
 		return true
 	}
-	s.labelUnrouted(w, r)
+	s.labelUnrouted(r)
 	closeAfterReply(w)
 	if err == nil {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="sandbox-executor"`)
 		err = errorf(http.StatusUnauthorized, "unauthorized: a valid 'Authorization: Bearer <secret>' header is required")
 	}
 	if !errors.Is(err, errPersist) { // a claim not saved is the agent's failure
-		markAnon(w)
+		markAnon(r)
 	}
 	s.writeError(w, r, err)
 	return false

@@ -5,11 +5,9 @@ import (
 	"io"
 	"net/http"
 	"time"
-)
 
-// defaultBodyTimeout is Config.BodyTimeout's default, for a
-// ResponseWriter that is not the server's own (a test's recorder).
-const defaultBodyTimeout = 30 * time.Second
+	"github.com/sandbox-executor/sandbox-executor/internal/connlimit"
+)
 
 // Request bodies are read under a deadline: a client that declares a body
 // and sends it slowly, or not at all, would otherwise hold its connection,
@@ -26,39 +24,29 @@ const defaultBodyTimeout = 30 * time.Second
 // of the body, which a client that never sends it makes wait for ever.
 
 // bodyTimeout returns the server's BodyTimeout.
-func bodyTimeout(w http.ResponseWriter) time.Duration {
-	if rec, ok := w.(*recorder); ok && rec.bodyTimeout > 0 {
-		return rec.bodyTimeout
-	}
-	return defaultBodyTimeout
-}
+func bodyTimeout(r *http.Request) time.Duration { return stateOf(r).timeout() }
 
-// bodyDeadline sets the read deadline of the request's connection to
-// BodyTimeout from now, and returns the function that clears it. A
-// ResponseWriter without deadlines (a test's recorder) goes without.
-func bodyDeadline(w http.ResponseWriter) (clear func()) {
+// bodyDeadline sets the read deadline of the connection of r, which w
+// answers, to BodyTimeout from now, and returns the function that clears
+// it. A ResponseWriter without deadlines (a test's recorder) goes without.
+func bodyDeadline(w http.ResponseWriter, r *http.Request) (clear func()) {
 	rc := http.NewResponseController(w)
-	if rc.SetReadDeadline(time.Now().Add(bodyTimeout(w))) != nil {
+	if rc.SetReadDeadline(time.Now().Add(bodyTimeout(r))) != nil {
 		return func() {}
 	}
 	return func() { _ = rc.SetReadDeadline(time.Time{}) }
 }
 
-// markBodyRead records that the request body has been read to its end.
-func markBodyRead(w http.ResponseWriter) {
-	if rec, ok := w.(*recorder); ok {
-		rec.bodyRead = true
-	}
-}
+// markBodyRead records that r's body has been read to its end.
+func markBodyRead(r *http.Request) { stateOf(r).bodyRead = true }
 
 // bodyUnread reports whether the request has a body that may not have
 // been read to its end.
-func bodyUnread(w http.ResponseWriter, r *http.Request) bool {
+func bodyUnread(r *http.Request) bool {
 	if r.Body == nil || r.Body == http.NoBody {
 		return false
 	}
-	rec, ok := w.(*recorder)
-	return !ok || !rec.bodyRead
+	return !stateOf(r).bodyRead
 }
 
 // closeAfterReply makes the reply about to be sent the connection's last.
@@ -70,7 +58,7 @@ func bodyUnread(w http.ResponseWriter, r *http.Request) bool {
 // status is written.
 func closeAfterReply(w http.ResponseWriter) {
 	w.Header().Set("Connection", "close")
-	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(lingerTimeout))
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(connlimit.LingerTimeout))
 }
 
 // progressReader reads a streamed request body (an upload, a raw stdin)
@@ -82,16 +70,18 @@ func closeAfterReply(w http.ResponseWriter) {
 type progressReader struct {
 	r        io.Reader
 	w        http.ResponseWriter
+	st       *requestState // the request's, marked once the body is read
 	rc       *http.ResponseController
 	idle     time.Duration
 	extended time.Time // when the deadline was last pushed back; zero before the first read
 	eof      bool      // the body was read to its end
 }
 
-// newProgressReader returns a progressReader of body, the body of the
-// request that w answers, with the server's BodyTimeout as idle.
-func newProgressReader(w http.ResponseWriter, body io.Reader) *progressReader {
-	return &progressReader{r: body, w: w, rc: http.NewResponseController(w), idle: bodyTimeout(w)}
+// newProgressReader returns a progressReader of the body of r, which w
+// answers, with the server's BodyTimeout as idle.
+func newProgressReader(w http.ResponseWriter, r *http.Request) *progressReader {
+	st := stateOf(r)
+	return &progressReader{r: r.Body, w: w, st: st, rc: http.NewResponseController(w), idle: st.timeout()}
 }
 
 func (p *progressReader) Read(b []byte) (int, error) {
@@ -102,7 +92,7 @@ func (p *progressReader) Read(b []byte) (int, error) {
 	n, err := p.r.Read(b)
 	if err == io.EOF {
 		p.eof = true
-		markBodyRead(p.w)
+		p.st.bodyRead = true
 	}
 	return n, err
 }
@@ -130,22 +120,23 @@ const largeBody = 1 << 20
 // returns the function that gives its share back. A body of unknown
 // length (chunked) counts as maxBody. Past the body timeout it gives up
 // with a 503: the request was not at fault, the agent was busy. A
-// ResponseWriter that is not the server's (a test's) has no budget.
-func takeBodyBudget(w http.ResponseWriter, r *http.Request, maxBody int64) (release func(), err error) {
-	rec, ok := w.(*recorder)
+// request that did not come through the access layer (a test's) has no
+// budget.
+func takeBodyBudget(r *http.Request, maxBody int64) (release func(), err error) {
+	st := stateOf(r)
 	n := r.ContentLength
 	if n < 0 {
 		n = maxBody
 	}
 	n = min(n, maxBody) // a longer one is refused by the first read past it
-	if !ok || rec.bodies == nil || n <= largeBody {
+	if st.bodies == nil || n <= largeBody {
 		return func() {}, nil
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), bodyTimeout(w))
+	ctx, cancel := context.WithTimeout(r.Context(), st.timeout())
 	defer cancel()
-	if err := rec.bodies.Acquire(ctx, n); err != nil {
+	if err := st.bodies.Acquire(ctx, n); err != nil {
 		return nil, errorf(http.StatusServiceUnavailable,
-			"too many large request bodies at once: this one (%d bytes) waited %s for its turn; retry, or send big files to PUT /files", n, bodyTimeout(w))
+			"too many large request bodies at once: this one (%d bytes) waited %s for its turn; retry, or send big files to PUT /files", n, st.timeout())
 	}
-	return func() { rec.bodies.Release(n) }, nil
+	return func() { st.bodies.Release(n) }, nil
 }

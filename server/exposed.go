@@ -119,9 +119,7 @@ func (s *Server) routeHost(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		if rec, ok := w.(*recorder); ok {
-			rec.route = routeHostPreview
-		}
+		stateOf(r).route = routeHostPreview
 		// unexpose_port ends the request; and, for a request let in
 		// without the token, the port turning private.
 		until := x.ctx
@@ -130,7 +128,7 @@ func (s *Server) routeHost(next http.Handler) http.Handler {
 			// it. Such a connection may idle (an event stream) but is
 			// still the first to go at the connection cap.
 			if c := connOf(r); c != nil {
-				c.allowIdle()
+				c.AllowIdle()
 			}
 			until = x.anon
 		} else if !s.authorize(w, r) {
@@ -187,10 +185,10 @@ type exposeReply struct {
 	Public bool `json:"public"`
 }
 
-// handleExposePort serves POST /expose_port: requests whose host starts
+// handlePortExpose serves POST /expose_port: requests whose host starts
 // with "PORT-" go to the app on port from now on. Exposing an exposed port
 // again sets public anew.
-func (s *Server) handleExposePort(w http.ResponseWriter, r *http.Request) error {
+func (s *Server) handlePortExpose(w http.ResponseWriter, r *http.Request) error {
 	type request struct {
 		Port   json.RawMessage `json:"port"` // parsed by parsePort, which needs the text as sent
 		Public bool            `json:"public"`
@@ -211,10 +209,10 @@ func (s *Server) handleExposePort(w http.ResponseWriter, r *http.Request) error 
 	return nil
 }
 
-// handleUnexposePort serves POST /unexpose_port: the port is no longer
+// handlePortUnexpose serves POST /unexpose_port: the port is no longer
 // reachable by host name, and the requests in flight to it that way end.
 // A port that was not exposed is no error: removed says whether it was.
-func (s *Server) handleUnexposePort(w http.ResponseWriter, r *http.Request) error {
+func (s *Server) handlePortUnexpose(w http.ResponseWriter, r *http.Request) error {
 	type request struct {
 		Port json.RawMessage `json:"port"`
 	}
@@ -231,8 +229,8 @@ func (s *Server) handleUnexposePort(w http.ResponseWriter, r *http.Request) erro
 	return nil
 }
 
-// handleExposedList serves GET /list_exposed_ports, by port.
-func (s *Server) handleExposedList(w http.ResponseWriter, r *http.Request) error {
+// handlePortListExposed serves GET /list_exposed_ports, by port.
+func (s *Server) handlePortListExposed(w http.ResponseWriter, r *http.Request) error {
 	ports := []exposeReply{}
 	for _, x := range s.exposed.list() {
 		ports = append(ports, exposeReply{Port: x.port, Public: x.public})

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sandbox-executor/sandbox-executor/files"
+	"github.com/sandbox-executor/sandbox-executor/internal/connlimit"
 )
 
 // The streaming file endpoints answer with statuses, unlike the JSON file
@@ -109,7 +110,7 @@ func (s *Server) newUploadBody(w http.ResponseWriter, r *http.Request) (*uploadB
 	if b.max > 0 && r.ContentLength > b.max {
 		return nil, b.tooLarge()
 	}
-	b.pr = newProgressReader(w, r.Body)
+	b.pr = newProgressReader(w, r)
 	b.wire = capReader{r: bodyReader{b}, max: b.max}
 	b.decoded = capReader{r: gzipReader{b}, max: b.max}
 	return b, nil
@@ -204,16 +205,16 @@ func (c *capReader) Read(p []byte) (int, error) {
 // finish ends the reading of the body once the handler is done with it,
 // successfully or not. If reading had started and the body is not at its
 // end (an upload refused midway, an archive followed by its padding), it
-// reads on and discards up to lingerMax within lingerTimeout: a client or
+// reads on and discards up to connlimit.LingerMax within connlimit.LingerTimeout: a client or
 // a reverse proxy still sending then gets the reply on a connection that
 // stays usable, rather than one reset under it. Whatever is left after
 // that, the reply closes the connection (progressReader.Done).
 func (b *uploadBody) finish(failed error) {
 	var be *bodyError
 	if b.started && !b.pr.eof && !errors.As(failed, &be) {
-		_ = b.pr.rc.SetReadDeadline(time.Now().Add(lingerTimeout))
+		_ = b.pr.rc.SetReadDeadline(time.Now().Add(connlimit.LingerTimeout))
 		b.pr.extended = time.Now().Add(time.Hour) // keep that deadline: no read may push it back
-		_, _ = io.Copy(io.Discard, io.LimitReader(b.pr, lingerMax))
+		_, _ = io.Copy(io.Discard, io.LimitReader(b.pr, connlimit.LingerMax))
 	}
 	b.pr.Done()
 }

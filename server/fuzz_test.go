@@ -57,8 +57,8 @@ func FuzzDecode(f *testing.F) {
 // decodeWith decodes body as a T with a body limit of 1 KiB.
 func decodeWith[T any](body []byte) (T, error) {
 	r := httptest.NewRequest(http.MethodPost, "/", bytes.NewReader(body))
-	w := &recorder{ResponseWriter: httptest.NewRecorder(), bodyTimeout: time.Second}
-	return decode[T](w, r, 1024)
+	r = withState(r, &requestState{bodyTimeout: time.Second})
+	return decode[T](httptest.NewRecorder(), r, 1024)
 }
 
 // decodeFuzzed decodes body as a T and checks the result.

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sandbox-executor/sandbox-executor/executor"
+	"github.com/sandbox-executor/sandbox-executor/internal/connlimit"
 )
 
 // These tests are attacks on the connection limits: a client without
@@ -210,7 +211,7 @@ func TestConnectionCapEvictsUnauthenticated(t *testing.T) {
 	const maxConns = 8
 	ts, _ := newTestServer(t, testServer{cfg: Config{MaxConns: maxConns}, runner: &executor.Runner{}})
 	addr := ts.Listener.Addr().String()
-	ln := ts.Listener.(*Listener)
+	ln := ts.Listener.(*connlimit.Listener)
 	var attackers []*rawConn
 	for i := range 5 * maxConns {
 		c := dialRaw(t, addr)
@@ -234,9 +235,7 @@ func TestConnectionCapEvictsUnauthenticated(t *testing.T) {
 		assert.Equal(t, http.StatusOK, resp.StatusCode, out)
 		assert.Equal(t, "hi\n", out["stdout"])
 	}
-	ln.mu.Lock()
-	open := ln.open
-	ln.mu.Unlock()
+	open := ln.Open()
 	assert.LessOrEqual(t, open, maxConns)
 	for _, c := range attackers[:maxConns] { // the oldest were evicted or answered
 		c.assertClosed(t)

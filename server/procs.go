@@ -142,7 +142,7 @@ func (s *Server) handleProcessLogs(w http.ResponseWriter, r *http.Request) error
 		return err
 	}
 	p, err := s.procs.Get(q.id)
-	sw := s.newStream(w)
+	sw := s.newStream(w, r)
 	if err != nil {
 		_ = sw.Event("error", map[string]string{"error": err.Error()})
 		return nil

@@ -59,67 +59,93 @@ func (s *Server) wrap(h apiFunc) http.Handler {
 	})
 }
 
+// errorStatus is the reply a domain package's sentinel error gets: its
+// status, and the fields the reply carries beside "error".
+type errorStatus struct {
+	err   error
+	code  int
+	extra map[string]any // may be nil
+	// bare replies with the sentinel's text alone, without what its
+	// wrapper added.
+	bare bool
+}
+
+// errorStatuses maps the domain packages' sentinel errors to replies. The
+// rows are scanned in order with errors.Is, and the first that matches
+// wins; an error that matches none is a 500.
+var errorStatuses = [...]errorStatus{
+	{err: executor.ErrInvalidDir, code: http.StatusBadRequest},
+	{err: executor.ErrInvalidCommand, code: http.StatusBadRequest},
+	{err: executor.ErrBusy, code: http.StatusServiceUnavailable},
+	{err: procs.ErrTooMany, code: http.StatusServiceUnavailable},
+	{err: executor.ErrInputBudget, code: http.StatusServiceUnavailable},
+	{err: sessions.ErrEnvBudget, code: http.StatusServiceUnavailable},
+	{err: procs.ErrNotFound, code: http.StatusBadRequest, extra: map[string]any{"success": false}},
+	{err: procs.ErrNotRunning, code: http.StatusBadRequest, extra: map[string]any{"success": false}},
+	{err: terminals.ErrNotFound, code: http.StatusNotFound},
+	{err: terminals.ErrNotRunning, code: http.StatusConflict},
+	{err: terminals.ErrTooMany, code: http.StatusServiceUnavailable},
+	{err: terminals.ErrClosed, code: http.StatusServiceUnavailable},
+	{err: proxy.ErrInvalidPort, code: http.StatusBadRequest, bare: true},
+	{err: sessions.ErrNotFound, code: http.StatusNotFound},
+	{err: sessions.ErrExists, code: http.StatusConflict},
+	{err: sessions.ErrInvalid, code: http.StatusBadRequest},
+	{err: executor.ErrUnknownUser, code: http.StatusBadRequest},
+	{err: sessions.ErrUserMismatch, code: http.StatusBadRequest},
+	{err: executor.ErrNotPrivileged, code: http.StatusForbidden},
+	{err: sessions.ErrTooMany, code: http.StatusServiceUnavailable},
+	{err: sessions.ErrClosed, code: http.StatusServiceUnavailable},
+}
+
+// replyOf returns the status, message and extra fields of the reply err
+// gets: an *httpError's own, 413 for a body past its limit, then the first
+// row of errorStatuses that matches; else 500 and a message that says
+// nothing of the cause.
+func replyOf(err error) (code int, msg string, extra map[string]any) {
+	var he *httpError
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &he):
+		return he.code, he.msg, he.extra
+	case errors.As(err, &tooLarge):
+		return http.StatusRequestEntityTooLarge, fmt.Sprintf("request body too large (limit %d bytes)", tooLarge.Limit), nil
+	}
+	for _, row := range errorStatuses {
+		if errors.Is(err, row.err) {
+			if row.bare {
+				return row.code, row.err.Error(), row.extra
+			}
+			return row.code, err.Error(), row.extra
+		}
+	}
+	return http.StatusInternalServerError, "internal error", nil
+}
+
 // writeError is the one place that turns an error into a response. The
 // details of a 500 go to the log, never to the client; the reason of a
 // 4xx goes to the log at debug level. Once a stream has started, the
 // status is sent and nothing more can be said, so it only logs.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
-	code, msg := http.StatusInternalServerError, "internal error"
-	var extra map[string]any
-	var he *httpError
-	var tooLarge *http.MaxBytesError
-	switch {
-	case errors.As(err, &he):
-		code, msg, extra = he.code, he.msg, he.extra
-	case errors.As(err, &tooLarge):
-		code, msg = http.StatusRequestEntityTooLarge, fmt.Sprintf("request body too large (limit %d bytes)", tooLarge.Limit)
-	case errors.Is(err, executor.ErrInvalidDir), errors.Is(err, executor.ErrInvalidCommand):
-		code, msg = http.StatusBadRequest, err.Error()
-	case errors.Is(err, executor.ErrBusy), errors.Is(err, procs.ErrTooMany):
-		code, msg = http.StatusServiceUnavailable, err.Error()
-	case errors.Is(err, executor.ErrInputBudget), errors.Is(err, sessions.ErrEnvBudget):
-		code, msg = http.StatusServiceUnavailable, err.Error()
-	case errors.Is(err, procs.ErrNotFound), errors.Is(err, procs.ErrNotRunning):
-		code, msg, extra = http.StatusBadRequest, err.Error(), map[string]any{"success": false}
-	case errors.Is(err, terminals.ErrNotFound):
-		code, msg = http.StatusNotFound, err.Error()
-	case errors.Is(err, terminals.ErrNotRunning):
-		code, msg = http.StatusConflict, err.Error()
-	case errors.Is(err, terminals.ErrTooMany), errors.Is(err, terminals.ErrClosed):
-		code, msg = http.StatusServiceUnavailable, err.Error()
-	case errors.Is(err, proxy.ErrInvalidPort):
-		code, msg = http.StatusBadRequest, proxy.ErrInvalidPort.Error()
-	case errors.Is(err, sessions.ErrNotFound):
-		code, msg = http.StatusNotFound, err.Error()
-	case errors.Is(err, sessions.ErrExists):
-		code, msg = http.StatusConflict, err.Error()
-	case errors.Is(err, sessions.ErrInvalid), errors.Is(err, executor.ErrUnknownUser):
-		code, msg = http.StatusBadRequest, err.Error()
-	case errors.Is(err, sessions.ErrUserMismatch):
-		code, msg = http.StatusBadRequest, err.Error()
-	case errors.Is(err, executor.ErrNotPrivileged):
-		code, msg = http.StatusForbidden, err.Error()
-	case errors.Is(err, sessions.ErrTooMany), errors.Is(err, sessions.ErrClosed):
-		code, msg = http.StatusServiceUnavailable, err.Error()
-	}
+	code, msg, extra := replyOf(err)
 	// 502 and 504 are the sandbox's app's doing (nothing listening, no
 	// answer), not the agent's: the access log has them.
 	if code >= 500 && code != http.StatusBadGateway && code != http.StatusGatewayTimeout {
 		logged := err
-		if he != nil && he.cause != nil {
+		var he *httpError
+		if errors.As(err, &he) && he.cause != nil {
 			logged = he.cause
 		}
-		s.log.Error().Err(logged).Str("request_id", requestID(w)).Str("path", logPath(r.URL.Path)).Msg("request failed")
+		s.log.Error().Err(logged).Str("request_id", requestID(r)).Str("path", logPath(r.URL.Path)).Msg("request failed")
 	}
-	if rec, ok := w.(*recorder); ok && rec.status != 0 {
-		s.log.Debug().Err(err).Str("request_id", rec.id).Str("path", logPath(r.URL.Path)).Msg("error after the response started")
+	if st := stateOf(r); st.started() {
+		s.log.Debug().Err(err).Str("request_id", st.id).Str("path", logPath(r.URL.Path)).Msg("error after the response started")
 		return
 	}
 	if code < 500 {
-		s.log.Debug().Str("request_id", requestID(w)).Int("status", code).Str("error", msg).
+		s.log.Debug().Str("request_id", requestID(r)).Int("status", code).Str("error", msg).
 			Str("path", logPath(r.URL.Path)).Msg("request refused")
 	}
-	if bodyUnread(w, r) {
+	if bodyUnread(r) {
 		closeAfterReply(w)
 	}
 	body := map[string]any{"error": msg}
@@ -133,7 +159,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		}
 	}
 	var ur *upgradeRefusal
-	if errors.As(err, &ur) && writeWithReason(w, code, ur.reason, body) {
+	if errors.As(err, &ur) && writeWithReason(w, r, code, ur.reason, body) {
 		return
 	}
 	encode(w, code, body)
@@ -159,12 +185,12 @@ func encode(w http.ResponseWriter, code int, v any) {
 // arrive within the server's BodyTimeout (408 if not).
 func decode[T any](w http.ResponseWriter, r *http.Request, maxBody int64) (T, error) {
 	var v T
-	release, err := takeBodyBudget(w, r, maxBody)
+	release, err := takeBodyBudget(r, maxBody)
 	if err != nil {
 		return v, err
 	}
 	defer release()
-	defer bodyDeadline(w)() // cleared once read, or the server's watch on the connection would fail
+	defer bodyDeadline(w, r)() // cleared once read, or the server's watch on the connection would fail
 	body := http.MaxBytesReader(w, r.Body, maxBody)
 	dec := json.NewDecoder(body)
 	err = dec.Decode(&v)
@@ -176,10 +202,10 @@ func decode[T any](w http.ResponseWriter, r *http.Request, maxBody int64) (T, er
 		if end := bodyEnd(dec); end != nil {
 			err = end
 		} else {
-			markBodyRead(w)
+			markBodyRead(r)
 		}
 	case errors.Is(err, io.EOF): // an empty body
-		markBodyRead(w)
+		markBodyRead(r)
 	}
 	var tooLarge *http.MaxBytesError
 	var he *httpError
@@ -189,7 +215,7 @@ func decode[T any](w http.ResponseWriter, r *http.Request, maxBody int64) (T, er
 	case errors.As(err, &tooLarge), errors.As(err, &he):
 		return v, err
 	case errors.Is(err, os.ErrDeadlineExceeded):
-		return v, errorf(http.StatusRequestTimeout, "request body not received within %s", bodyTimeout(w))
+		return v, errorf(http.StatusRequestTimeout, "request body not received within %s", bodyTimeout(r))
 	case errors.As(err, &typeErr):
 		if typeErr.Field != "" {
 			want := jsonKind(typeErr.Type.Kind().String())

@@ -4,9 +4,33 @@ import (
 	"net/http"
 )
 
-// routes registers the whole API. Authentication and access logging wrap
-// the router as a whole (see New).
+// requestPath returns the layers every request goes through, the first
+// the outermost. Two kinds of request leave before the router: CONNECT
+// (serveConnect) and previews by host name (routeHost).
+func (s *Server) requestPath() http.Handler {
+	return chain(s.router,
+		s.access,       // the request's id and state; its access-log line and metrics once over; 414 for a long request line
+		s.serveConnect, // CONNECT tunnels leave here: an authority-form target (127.0.0.1:22) has no path to route
+		s.routeHost,    // previews by host name leave here, to the app, with their path as sent
+		s.routePath,    // the path cleaned ("//run" as /run), and the base path cut
+		s.requireToken, // the bearer token, before the router: mux skips a subrouter's middleware for 404 and 405
+	)
+}
+
+// chain returns h inside layers, the first the outermost.
+func chain(h http.Handler, layers ...func(http.Handler) http.Handler) http.Handler {
+	for i := len(layers) - 1; i >= 0; i-- {
+		h = layers[i](h)
+	}
+	return h
+}
+
+// routes registers the whole API on the router; requestPath puts the
+// layers around it.
 func (s *Server) routes() {
+	// Labels every matched request with its route's template, for the
+	// metrics; the routes of subrouters too. mux runs it only for a match.
+	s.router.Use(s.labelRoute)
 	s.router.NotFoundHandler = s.wrap(func(w http.ResponseWriter, r *http.Request) error {
 		return errorf(http.StatusNotFound, "no such endpoint: %s", r.URL.Path)
 	})
@@ -71,11 +95,11 @@ func (s *Server) routes() {
 	r.Handle("/stats", s.wrap(s.handleStats)).Methods(get)
 
 	// Tunnels and exposed ports. CONNECT tunnels and previews by host
-	// name are served in front of the router: see serveConnect and
-	// routeHost; previews by path are the first routes.
-	r.Handle("/expose_port", s.wrap(s.handleExposePort)).Methods(post)
-	r.Handle("/unexpose_port", s.wrap(s.handleUnexposePort)).Methods(post)
-	r.Handle("/list_exposed_ports", s.wrap(s.handleExposedList)).Methods(get)
+	// name are served in front of the router (see requestPath); previews
+	// by path are the first routes.
+	r.Handle("/expose_port", s.wrap(s.handlePortExpose)).Methods(post)
+	r.Handle("/unexpose_port", s.wrap(s.handlePortUnexpose)).Methods(post)
+	r.Handle("/list_exposed_ports", s.wrap(s.handlePortListExposed)).Methods(get)
 	r.Handle("/tunnel_ws", s.wrap(s.handleTunnelWS)).Methods(get)
 	r.Handle("/list_tunnels", s.wrap(s.handleTunnelList)).Methods(get)
 }

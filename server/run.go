@@ -254,10 +254,10 @@ func (s *Server) handleRunStreaming(w http.ResponseWriter, r *http.Request) erro
 			return err
 		}
 		s.log.Warn().Err(err).Msg("run_streaming: command did not start")
-		_ = s.newStream(w).Event("error", map[string]string{"error": "failed to start command: " + err.Error()})
+		_ = s.newStream(w, r).Event("error", map[string]string{"error": "failed to start command: " + err.Error()})
 		return nil
 	}
-	st.sw = s.newStream(w)
+	st.sw = s.newStream(w, r)
 	st.mu.Unlock()
 
 	var ping <-chan time.Time

@@ -4,16 +4,12 @@
 package server
 
 import (
-	"bufio"
 	"context"
-	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"path"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/gorilla/mux"
@@ -171,16 +167,7 @@ func New(log zerolog.Logger, auth *Auth, deps Deps, cfg Config) *Server {
 	}
 	s.preview = newPreviewProxy(s)
 	s.routes()
-	// Labels every matched request with its route's template, for the
-	// metrics; the routes of subrouters too.
-	s.router.Use(s.labelRoute)
-	// Access logging sees every request, including 401s, 404s and 405s;
-	// authentication guards the whole router rather than a subrouter,
-	// because mux does not run subrouter middleware for 404 and 405.
-	// CONNECT requests and previews routed by host name come before the
-	// agent's own path handling: the first have no path, and the second
-	// are the app's, passed on as sent.
-	s.handler = s.access(s.serveConnect(s.routeHost(s.routePath(s.requireToken(s.router)))))
+	s.handler = s.requestPath()
 	return s
 }
 
@@ -198,11 +185,14 @@ func (s *Server) Close(ctx context.Context) error {
 	return err
 }
 
-// newStream opens an event stream on w; see sse.NewWriter. The stream
-// counts in the metrics until its handler returns.
-func (s *Server) newStream(w http.ResponseWriter) *sse.Writer {
-	if rec, ok := w.(*recorder); ok && rec.streamBytes == nil {
-		rec.streamBytes = &s.metrics.streamBytes
+// newStream opens an event stream on w, the reply to r; see
+// sse.NewWriter. The stream counts in the metrics until its handler
+// returns.
+func (s *Server) newStream(w http.ResponseWriter, r *http.Request) *sse.Writer {
+	// Only the access layer, which counts the stream's end, counts its
+	// start.
+	if st, ok := lookupState(r); ok && st.rec.streamBytes == nil {
+		st.rec.streamBytes = &s.metrics.streamBytes
 		s.metrics.streamsOpen.Add(1)
 		s.metrics.streamsTotal.Add(1)
 	}
@@ -260,84 +250,4 @@ func cleanPath(p string) string {
 		np += "/"
 	}
 	return np
-}
-
-// recorder remembers the status and size of a response for the access log
-// and for writeError, which must not write a second status; and what is
-// known of the request's body, for decode and writeError.
-type recorder struct {
-	http.ResponseWriter
-	status int
-	bytes  int64
-	id     string // the request's id, for every log line about it
-	route  string // the template of the route that matched; "" if none did
-	// streamBytes, set by newStream, also counts what is written: the
-	// response is an event stream.
-	streamBytes *atomic.Uint64
-	// bodyRead is set by decode once the request body has been read to
-	// its end: an error reply can then keep the connection.
-	bodyRead bool
-	// bodyTimeout is the server's BodyTimeout, for decode.
-	bodyTimeout time.Duration
-	// bodies is the server's budget of large JSON bodies, for decode.
-	bodies *semaphore.Weighted
-	// anon is set for a request refused before authentication (a 401, a
-	// 407, a 414): its access-log line stays at debug.
-	anon bool
-}
-
-func (rec *recorder) WriteHeader(code int) {
-	if rec.status == 0 {
-		rec.status = code
-	}
-	rec.ResponseWriter.WriteHeader(code)
-}
-
-func (rec *recorder) Write(b []byte) (int, error) {
-	if rec.status == 0 {
-		rec.status = http.StatusOK
-	}
-	n, err := rec.ResponseWriter.Write(b)
-	rec.bytes += int64(n)
-	if rec.streamBytes != nil {
-		rec.streamBytes.Add(uint64(n))
-	}
-	return n, err
-}
-
-// ReadFrom lets io.Copy to the response reach the connection's sendfile
-// or splice, which the response's own ReadFrom uses.
-func (rec *recorder) ReadFrom(src io.Reader) (int64, error) {
-	if rec.status == 0 {
-		rec.status = http.StatusOK
-	}
-	n, err := io.Copy(rec.ResponseWriter, src)
-	rec.bytes += n
-	if rec.streamBytes != nil {
-		rec.streamBytes.Add(uint64(n))
-	}
-	return n, err
-}
-
-// Unwrap lets http.ResponseController reach the connection's Flush and
-// deadlines.
-func (rec *recorder) Unwrap() http.ResponseWriter { return rec.ResponseWriter }
-
-// Hijack hands the connection over to a tunnel or a WebSocket. The access
-// log then shows 101, unless the handler writes its own status by hand
-// and says so (CONNECT's 200: see hijacked).
-func (rec *recorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
-	c, brw, err := http.NewResponseController(rec.ResponseWriter).Hijack()
-	if err == nil && rec.status == 0 {
-		rec.status = http.StatusSwitchingProtocols
-	}
-	return c, brw, err
-}
-
-// hijacked records, for the access log, the status a handler wrote by
-// hand on a connection it hijacked.
-func hijacked(w http.ResponseWriter, status int) {
-	if rec, ok := w.(*recorder); ok {
-		rec.status = status
-	}
 }

@@ -100,7 +100,7 @@ func (s *Server) writeStdinRaw(w http.ResponseWriter, r *http.Request) error {
 	if canSplice(r) && s.writeStdinSpliced(w, r, p) {
 		return nil
 	}
-	body := newProgressReader(w, r.Body)
+	body := newProgressReader(w, r)
 	n, err := p.WriteStdin(r.Context(), body, s.cfg.BodyTimeout)
 	body.Done()
 	if err != nil {

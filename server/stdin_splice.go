@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sandbox-executor/sandbox-executor/internal/connlimit"
 	"github.com/sandbox-executor/sandbox-executor/procs"
 )
 
@@ -64,21 +65,24 @@ func (s *Server) writeStdinSpliced(w http.ResponseWriter, r *http.Request, p *pr
 	// The headers set so far (X-Request-Id) are the reply's too.
 	reply := &hijackedReply{header: w.Header().Clone()}
 	if err != nil {
-		s.writeError(reply, r, s.rawWriteError(n, err))
+		// To writeError the reply is one of its own, not yet started,
+		// whatever the access layer saw of the hijack.
+		s.writeError(reply, withState(r, &requestState{id: requestID(r)}), s.rawWriteError(n, err))
 	} else {
 		encode(reply, http.StatusOK, stdinReply{Success: true, Written: n})
 	}
-	reply.send(w, conn)
+	reply.send(r, conn)
 	if err != nil && (cont == nil || cont.sent) {
 		// The client may still be sending the rest of the body it
 		// declared (one told 100 Continue, or one that did not wait for
-		// it): read it, for at most lingerTimeout, so that closing does
-		// not reset the connection before the client has read the reply.
-		// The rest is known here, unlike for the early replies that
-		// closeAfterReply drains (lingerMax): this is the owner's request,
-		// and with a cap of its own a client still sending its megabytes
-		// got "broken pipe" instead of the 409 far more often than not.
-		linger(conn, body)
+		// it): read it, for at most connlimit.LingerTimeout, so that
+		// closing does not reset the connection before the client has
+		// read the reply. The rest is known here, unlike for the early
+		// replies that closeAfterReply drains (connlimit.LingerMax): this
+		// is the owner's request, and with a cap of its own a client still
+		// sending its megabytes got "broken pipe" instead of the 409 far
+		// more often than not.
+		connlimit.Linger(conn, body)
 	}
 	return true
 }
@@ -122,9 +126,9 @@ func (h *hijackedReply) Write(b []byte) (int, error) {
 	return h.body.Write(b)
 }
 
-// send writes the reply on conn as HTTP/1.1, the connection's last, and
-// records it in the access log's recorder w.
-func (h *hijackedReply) send(w http.ResponseWriter, conn net.Conn) {
+// send writes the reply to r on conn as HTTP/1.1, the connection's last,
+// and records it for the access log.
+func (h *hijackedReply) send(r *http.Request, conn net.Conn) {
 	h.header.Set("Content-Length", strconv.Itoa(h.body.Len()))
 	h.header.Set("Connection", "close")
 	h.header.Set("Date", time.Now().UTC().Format(http.TimeFormat))
@@ -133,21 +137,8 @@ func (h *hijackedReply) send(w http.ResponseWriter, conn net.Conn) {
 	_ = h.header.Write(bw)
 	_, _ = bw.WriteString("\r\n")
 	_, _ = bw.Write(h.body.Bytes())
-	_ = conn.SetWriteDeadline(time.Now().Add(lingerTimeout)) // a client that reads nothing must not hold the handler
-	_ = bw.Flush()                                           // an error means the client left
-	if rec, ok := w.(*recorder); ok {
-		rec.status, rec.bytes = h.code, int64(h.body.Len())
-	}
-}
-
-// linger half-closes conn and reads the rest of body, what the client
-// still sends of the body it declared, for at most lingerTimeout, so that
-// closing it does not reset the connection before the client has read
-// the reply. It is the hijacked counterpart of closeAfterReply.
-func linger(conn net.Conn, body io.Reader) {
-	if cw, ok := conn.(interface{ CloseWrite() error }); ok {
-		_ = cw.CloseWrite()
-	}
-	_ = conn.SetReadDeadline(time.Now().Add(lingerTimeout))
-	_, _ = io.Copy(io.Discard, body) // ends at the body's end, the client's EOF or the deadline
+	_ = conn.SetWriteDeadline(time.Now().Add(connlimit.LingerTimeout)) // a client that reads nothing must not hold the handler
+	_ = bw.Flush()                                                     // an error means the client left
+	rec := &stateOf(r).rec
+	rec.status, rec.bytes = h.code, int64(h.body.Len())
 }

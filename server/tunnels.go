@@ -13,6 +13,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/sandbox-executor/sandbox-executor/internal/connlimit"
 	"github.com/sandbox-executor/sandbox-executor/internal/relay"
 	"github.com/sandbox-executor/sandbox-executor/tunnels"
 )
@@ -31,10 +32,8 @@ func (s *Server) serveConnect(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		if rec, ok := w.(*recorder); ok {
-			rec.route = routeConnect
-		}
-		if err := s.handleConnect(w, r); err != nil {
+		stateOf(r).route = routeConnect
+		if err := s.handleTunnelConnect(w, r); err != nil {
 			// A client may have sent bytes for the tunnel after its
 			// request: they must not be read as the next request.
 			closeAfterReply(w)
@@ -43,11 +42,11 @@ func (s *Server) serveConnect(next http.Handler) http.Handler {
 	})
 }
 
-// handleConnect serves CONNECT 127.0.0.1:PORT (also localhost:PORT and
+// handleTunnelConnect serves CONNECT 127.0.0.1:PORT (also localhost:PORT and
 // [::1]:PORT) and CONNECT /tunnel/PORT: once the token, the target and the
 // dial are good, it answers 200 Connection Established on the hijacked
 // connection and joins it to the port until either side ends.
-func (s *Server) handleConnect(w http.ResponseWriter, r *http.Request) error {
+func (s *Server) handleTunnelConnect(w http.ResponseWriter, r *http.Request) error {
 	if err := s.authorizeConnect(w, r); err != nil {
 		return err
 	}
@@ -65,16 +64,16 @@ func (s *Server) handleConnect(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	defer conn.Close() // through the *Conn, which gives its slot back
-	hijacked(w, http.StatusOK)
+	hijacked(r, http.StatusOK)
 	raw := conn
-	if c, ok := conn.(*Conn); ok {
+	if c, ok := conn.(*connlimit.Conn); ok {
 		raw = c.NetConn() // the *net.TCPConn, so that the copies splice
 	}
 	// What the client sent after its request (an SSH banner, a TLS hello)
 	// may already sit in the server's buffer; it goes first.
 	prefix, _ := brw.Reader.Peek(brw.Reader.Buffered())
 	reply := connectEstablished
-	if id := requestID(w); id != "" { // visible ASCII: see validRequestID
+	if id := requestID(r); id != "" { // visible ASCII: see validRequestID
 		reply = strings.Replace(reply, "\r\n\r\n", "\r\n"+requestIDHeader+": "+id+"\r\n\r\n", 1)
 	}
 	if _, err := raw.Write([]byte(reply)); err != nil {
@@ -100,7 +99,7 @@ func (s *Server) authorizeConnect(w http.ResponseWriter, r *http.Request) error 
 		header = "Authorization"
 	}
 	if len(r.Header.Values(header)) > 1 {
-		markAnon(w)
+		markAnon(r)
 		return errorf(http.StatusBadRequest, "more than one %s header", header)
 	}
 	ok := false
@@ -113,21 +112,21 @@ func (s *Server) authorizeConnect(w http.ResponseWriter, r *http.Request) error 
 		var err error
 		ok, claimed, err = s.auth.checkToken(token)
 		if claimed {
-			s.log.Info().Str("request_id", requestID(w)).Str("remote", r.RemoteAddr).Msg("pool sandbox claimed")
+			s.log.Info().Str("request_id", requestID(r)).Str("remote", r.RemoteAddr).Msg("pool sandbox claimed")
 		}
 		if err != nil {
 			return err
 		}
 	}
 	if !ok {
-		markAnon(w)
+		markAnon(r)
 		w.Header().Add("Proxy-Authenticate", `Bearer realm="sandbox-executor"`)
 		w.Header().Add("Proxy-Authenticate", `Basic realm="sandbox-executor"`)
 		return errorf(http.StatusProxyAuthRequired,
 			"proxy authentication required: a valid 'Proxy-Authorization: Bearer <secret>' header (or Basic with the secret as the password, or 'Authorization: Bearer <secret>') is required")
 	}
 	if c := connOf(r); c != nil {
-		c.authenticate()
+		c.Authenticate()
 	}
 	return nil
 }

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/sandbox-executor/sandbox-executor/internal/connlimit"
 )
 
 const (
@@ -118,12 +120,12 @@ type upgradeRefusal struct {
 
 func (e *upgradeRefusal) Unwrap() error { return e.httpError }
 
-// writeWithReason writes the reply code with reason as its reason phrase
+// writeWithReason writes the reply to r code with reason as its reason phrase
 // and body as JSON, on the connection taken over from net/http, which has
 // no other way to set a reason phrase; then closes it. It reports whether
 // it did: false, having written nothing, if the connection cannot be taken
 // over (HTTP/2), and the caller then writes the reply as usual.
-func writeWithReason(w http.ResponseWriter, code int, reason string, body any) bool {
+func writeWithReason(w http.ResponseWriter, r *http.Request, code int, reason string, body any) bool {
 	b, err := json.Marshal(body)
 	if err != nil {
 		return false
@@ -134,7 +136,7 @@ func writeWithReason(w http.ResponseWriter, code int, reason string, body any) b
 		return false
 	}
 	defer conn.Close()
-	hijacked(w, code)
+	hijacked(r, code)
 	h.Set("Content-Type", "application/json")
 	h.Set("Content-Length", strconv.Itoa(len(b)+1))
 	h.Set("Connection", "close")
@@ -143,7 +145,7 @@ func writeWithReason(w http.ResponseWriter, code int, reason string, body any) b
 	_ = h.Write(brw)
 	_, _ = brw.WriteString("\r\n")
 	_, _ = brw.Write(append(b, '\n'))
-	_ = conn.SetWriteDeadline(time.Now().Add(lingerTimeout)) // a client that reads nothing must not hold the handler
-	_ = brw.Flush()                                          // an error means the client left
+	_ = conn.SetWriteDeadline(time.Now().Add(connlimit.LingerTimeout)) // a client that reads nothing must not hold the handler
+	_ = brw.Flush()                                                    // an error means the client left
 	return true
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/sandbox-executor/sandbox-executor/executor"
+	"github.com/sandbox-executor/sandbox-executor/internal/connlimit"
 	"github.com/sandbox-executor/sandbox-executor/procs"
 	"github.com/sandbox-executor/sandbox-executor/proxy"
 	"github.com/sandbox-executor/sandbox-executor/server"
@@ -47,7 +48,7 @@ type agent struct {
 	tunnels  *tunnels.Registry
 	api      *server.Server
 	srv      *http.Server
-	apiLn    *server.Listener // the API's listener, behind the connection cap
+	apiLn    *connlimit.Listener // the API's listener, behind the connection cap
 	proxyLn  net.Listener
 	// cancelBase cancels every request's context; stopReaper stops the
 	// PID-1 reaper, if any. Both are Close's first and last steps.

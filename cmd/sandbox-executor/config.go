@@ -12,6 +12,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/rs/zerolog"
+
+	"github.com/sandbox-executor/sandbox-executor/server"
 )
 
 const (
@@ -58,6 +60,23 @@ type config struct {
 	trustFwdHost bool          // previews are routed by X-Forwarded-Host (set by a trusted edge) before Host
 	version      bool          // -version: print the version and exit
 	command      []string      // the sandbox's main command, after "--"; nil if none
+}
+
+// newAuth returns the Auth of cfg's mode. A static Auth without a secret
+// is an error. Its errors name the settings that fix them.
+func newAuth(cfg config) (*server.Auth, error) {
+	if cfg.authMode == authPool {
+		a, err := server.NewPoolAuth(cfg.secretPath)
+		if errors.Is(err, server.ErrSecretPath) {
+			return nil, fmt.Errorf("%w (set SANDBOX_SECRET_PATH or -secret-path to a file in a writable directory)", err)
+		}
+		return a, err
+	}
+	a, err := server.NewStaticAuth(cfg.secret)
+	if errors.Is(err, server.ErrNoSecret) {
+		return nil, errors.New("SANDBOX_SECRET is not set: the agent refuses to run without a secret (or set SANDBOX_AUTH_MODE=pool)")
+	}
+	return a, err
 }
 
 // configParser holds the state of one parseConfig call.
@@ -153,7 +172,7 @@ func (p *configParser) config() (config, error) {
 	mode, from := p.value("auth-mode", "SANDBOX_AUTH_MODE")
 	switch strings.ToLower(strings.TrimSpace(mode)) {
 	case "", authStatic:
-		c.authMode = authStatic // a missing secret is reported by server.NewStaticAuth
+		c.authMode = authStatic // a missing secret is reported by newAuth
 	case authPool:
 		c.authMode = authPool
 		if c.secret != "" {

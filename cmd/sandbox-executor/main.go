@@ -14,8 +14,6 @@ import (
 	"sync"
 	"syscall"
 	"time"
-
-	"github.com/sandbox-executor/sandbox-executor/server"
 )
 
 func main() {
@@ -168,15 +166,6 @@ func (o options) out() io.Writer {
 		return os.Stdout
 	}
 	return o.stdout
-}
-
-// newAuth returns the Auth of cfg's mode. A static Auth without a secret
-// is an error.
-func newAuth(cfg config) (*server.Auth, error) {
-	if cfg.authMode == authPool {
-		return server.NewPoolAuth(cfg.secretPath)
-	}
-	return server.NewStaticAuth(cfg.secret)
 }
 
 // listen binds both listeners before anything is served, so that a port

@@ -1,10 +1,14 @@
-package server
+// Package connlimit bounds the connections of an HTTP API: how many are
+// open at once, how long one may idle before a request on it passes
+// authentication, and which goes first when they are too many. It also
+// closes a connection after an early reply without resetting it (Linger).
+// It knows nothing of HTTP but the 503 it writes to a connection over the
+// cap; the server marks a connection authenticated.
+package connlimit
 
 import (
-	"context"
 	"io"
 	"net"
-	"net/http"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -22,15 +26,15 @@ const (
 	// the cap. A new socket's send buffer is empty, so the write does
 	// not wait in practice; the bound keeps Accept from ever waiting.
 	rejectWriteTimeout = 100 * time.Millisecond
-	// lingerTimeout is how long a connection closed after an early reply
+	// LingerTimeout is how long a connection closed after an early reply
 	// (a 503 over the cap, a 401, an error before the body was read) may
 	// go on sending before it is closed: reading what the client sends
 	// meanwhile keeps the close from resetting the connection before the
 	// client has read the reply.
-	lingerTimeout = time.Second
-	// lingerMax caps the drain of at most this much from such a
-	// connection.
-	lingerMax = 256 << 10
+	LingerTimeout = time.Second
+	// LingerMax caps the drain of such a connection, when what the
+	// client still sends is not known, at this much.
+	LingerMax = 256 << 10
 )
 
 // Listener is a net.Listener that bounds the API's connections. It keeps
@@ -43,9 +47,9 @@ const (
 // and closed. So a client without the token can neither exhaust file
 // descriptors nor keep the owner out.
 //
-// Create it with (*Server).Listener, which also makes authentication reach
-// the connections. Accept never waits for anything but the listener
-// underneath.
+// Create it with NewListener; the server marks a connection authenticated
+// (Conn.Authenticate) once a request on it passes. Accept never waits for
+// anything but the listener underneath.
 type Listener struct {
 	net.Listener
 	max     int           // connections open at once; always positive
@@ -65,10 +69,10 @@ type Listener struct {
 	wg sync.WaitGroup // counts the linger goroutines
 }
 
-// newListener wraps ln with a cap of max connections (if zero or less,
+// NewListener wraps ln with a cap of max connections (if zero or less,
 // half the fd limit, at most 4,096) and a read timeout of timeout for
-// unauthenticated connections.
-func newListener(ln net.Listener, max int, timeout time.Duration) *Listener {
+// unauthenticated connections. Close closes ln.
+func NewListener(ln net.Listener, max int, timeout time.Duration) *Listener {
 	if max <= 0 {
 		max = defaultMaxConns()
 	}
@@ -92,6 +96,14 @@ func defaultMaxConns() int {
 
 // Max returns the cap on connections open at once.
 func (l *Listener) Max() int { return l.max }
+
+// Open returns the number of connections holding a slot: accepted, and
+// not yet closed or evicted.
+func (l *Listener) Open() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.open
+}
 
 // Accept returns the next connection, a *Conn. A connection over the cap
 // is answered 503 and closed, and Accept goes on to the next one.
@@ -194,28 +206,31 @@ func (l *Listener) reject(nc net.Conn) {
 	go l.linger(nc)
 }
 
-// linger half-closes nc, drains what the client sends for at most
-// lingerTimeout, and closes it.
+// linger half-closes nc, drains what the client sends (up to LingerMax)
+// for at most LingerTimeout, and closes it.
 //
 // linger runs in its own goroutine; it ends when the client has closed
-// its side, after lingerTimeout, or when the Listener is closed.
+// its side, after LingerTimeout, or when the Listener is closed.
 func (l *Listener) linger(nc net.Conn) {
 	defer l.wg.Done()
-	lingerClose(nc)
+	Linger(nc, io.LimitReader(nc, LingerMax))
+	nc.Close()
 	l.mu.Lock()
 	delete(l.lingering, nc)
 	l.mu.Unlock()
 }
 
-// lingerClose half-closes c, drains it for at most lingerTimeout, and
-// closes it.
-func lingerClose(c net.Conn) {
+// Linger half-closes c and reads rest, what the client still sends on c,
+// to its end or for at most LingerTimeout, so that closing c after an
+// early reply does not reset the connection before the client has read
+// that reply. rest reads from c: all of it, up to a bound (LingerMax),
+// or the rest of a body the client declared. The caller closes c.
+func Linger(c net.Conn, rest io.Reader) {
 	if cw, ok := c.(interface{ CloseWrite() error }); ok {
 		_ = cw.CloseWrite()
 	}
-	_ = c.SetReadDeadline(time.Now().Add(lingerTimeout))
-	_, _ = io.Copy(io.Discard, io.LimitReader(c, lingerMax))
-	c.Close()
+	_ = c.SetReadDeadline(time.Now().Add(LingerTimeout))
+	_, _ = io.Copy(io.Discard, rest) // ends at rest's end, the client's EOF or the deadline
 }
 
 // Close closes the listener and the rejected connections still draining,
@@ -246,8 +261,8 @@ func (l *Listener) Close() error {
 type Conn struct {
 	net.Conn
 	l      *Listener
-	authed atomic.Bool // set once, by authenticate, under mu
-	// unclamped is set once, by allowIdle, under mu: the connection's
+	authed atomic.Bool // set once, by Authenticate, under mu
+	// unclamped is set once, by AllowIdle, under mu: the connection's
 	// read deadlines are no longer clamped, though it is still the first
 	// to go when the cap is reached.
 	unclamped atomic.Bool
@@ -269,9 +284,9 @@ func (c *Conn) NetConn() net.Conn { return c.Conn }
 // Authenticated reports whether a request on c has passed authentication.
 func (c *Conn) Authenticated() bool { return c.authed.Load() }
 
-// authenticate marks c as having passed authentication: its slot is no
+// Authenticate marks c as having passed authentication: its slot is no
 // longer the first to go, and its read deadline is no longer clamped.
-func (c *Conn) authenticate() {
+func (c *Conn) Authenticate() {
 	if c.authed.Load() {
 		return
 	}
@@ -286,11 +301,11 @@ func (c *Conn) authenticate() {
 	c.l.mu.Unlock()
 }
 
-// allowIdle lifts the clamp on c's read deadlines without authenticating
+// AllowIdle lifts the clamp on c's read deadlines without authenticating
 // it: a public preview (an app's event stream, its WebSocket) may be idle
 // for long, but whoever sends one holds no token, so the connection stays
 // the first to go when the cap is reached.
-func (c *Conn) allowIdle() {
+func (c *Conn) AllowIdle() {
 	if c.authed.Load() || c.unclamped.Load() {
 		return
 	}
@@ -303,7 +318,7 @@ func (c *Conn) allowIdle() {
 }
 
 // SetReadDeadline sets the read deadline, no later than the Listener's
-// timeout from now while c is unauthenticated (and allowIdle has not
+// timeout from now while c is unauthenticated (and AllowIdle has not
 // lifted the clamp).
 func (c *Conn) SetReadDeadline(t time.Time) error {
 	c.mu.Lock()
@@ -346,32 +361,4 @@ func (c *Conn) CloseWrite() error {
 func (c *Conn) Close() error {
 	c.l.release(c)
 	return c.Conn.Close()
-}
-
-// connKey is the context key of the *Conn a request came on.
-type connKey struct{}
-
-// Listener wraps ln in a Listener with the connection cap and the
-// unauthenticated timeout of s's Config, and sets srv.ConnContext (after
-// any it had) so that authentication can reach each connection. Serve s
-// with srv.Serve(s.Listener(srv, ln)).
-func (s *Server) Listener(srv *http.Server, ln net.Listener) *Listener {
-	prev := srv.ConnContext
-	srv.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
-		if prev != nil {
-			ctx = prev(ctx, c)
-		}
-		if lc, ok := c.(*Conn); ok {
-			ctx = context.WithValue(ctx, connKey{}, lc)
-		}
-		return ctx
-	}
-	return newListener(ln, s.cfg.MaxConns, s.cfg.UnauthTimeout)
-}
-
-// connOf returns the *Conn that r came on, or nil if it did not come
-// through a Listener.
-func connOf(r *http.Request) *Conn {
-	c, _ := r.Context().Value(connKey{}).(*Conn)
-	return c
 }

@@ -1,15 +1,11 @@
-package server
+package connlimit
 
 import (
-	"encoding/json"
 	"errors"
 	"io"
 	"net"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -17,7 +13,10 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 )
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // listenerPair is a Listener on loopback, with the server side of the
 // connections it accepts on a channel.
@@ -30,7 +29,7 @@ func newListenerPair(t *testing.T, max int, timeout time.Duration) *listenerPair
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	p := &listenerPair{l: newListener(ln, max, timeout), accepted: make(chan *Conn, 16)}
+	p := &listenerPair{l: NewListener(ln, max, timeout), accepted: make(chan *Conn, 16)}
 	done := make(chan struct{})
 	go func() { // the accept loop; it ends when the listener is closed
 		defer close(done)
@@ -76,11 +75,7 @@ func (p *listenerPair) connect(t *testing.T) (client net.Conn, server *Conn) {
 	}
 }
 
-func (p *listenerPair) open() int {
-	p.l.mu.Lock()
-	defer p.l.mu.Unlock()
-	return p.l.open
-}
+func (p *listenerPair) open() int { return p.l.Open() }
 
 // closedByServer reports whether the server closed client's connection,
 // waiting at most 5 s.
@@ -106,8 +101,8 @@ func TestListenerEvictsOldestUnauthenticated(t *testing.T) {
 	s1.Close() // as the HTTP server does after the eviction: no second release
 	assert.Equal(t, 2, p.open())
 
-	s2.authenticate()
-	s3.authenticate()
+	s2.Authenticate()
+	s3.Authenticate()
 	c4 := p.dial(t)
 	require.NoError(t, c4.SetReadDeadline(time.Now().Add(5*time.Second)))
 	b, err := io.ReadAll(c4) // every slot is authenticated: refused
@@ -164,7 +159,7 @@ func TestConnClampsReadDeadlineUntilAuthenticated(t *testing.T) {
 	assert.ErrorIs(t, err, os.ErrDeadlineExceeded)
 
 	require.NoError(t, s.SetReadDeadline(time.Time{}))
-	s.authenticate()
+	s.Authenticate()
 	assert.True(t, s.Authenticated())
 	done := make(chan error, 1)
 	go func() { // the read; it ends when the client writes
@@ -179,45 +174,4 @@ func TestConnClampsReadDeadlineUntilAuthenticated(t *testing.T) {
 	_, err = client.Write([]byte("x"))
 	require.NoError(t, err)
 	assert.NoError(t, <-done)
-}
-
-// progressReader lets a body take as long as it needs while it makes
-// progress, and cuts it when it stalls.
-func TestProgressReader(t *testing.T) {
-	const idle = 300 * time.Millisecond
-	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		rec := &recorder{ResponseWriter: w, bodyTimeout: idle}
-		body := newProgressReader(rec, r.Body)
-		n, err := io.Copy(io.Discard, body)
-		body.Done()
-		encode(rec, http.StatusOK, map[string]any{"n": n, "timeout": errors.Is(err, os.ErrDeadlineExceeded)})
-	}))
-	defer ts.Close()
-
-	upload := func(total int, stallAfter int) map[string]any {
-		c := dialRaw(t, ts.Listener.Addr().String())
-		c.send(t, "PUT / HTTP/1.1\r\nHost: x\r\nContent-Length: "+strconv.Itoa(total)+"\r\n\r\n")
-		var wg sync.WaitGroup
-		wg.Add(1)
-		go func() { // the trickle: a byte every idle/3; it ends at stallAfter or the first failed write
-			defer wg.Done()
-			for i := range stallAfter {
-				if _, err := c.Write([]byte{byte('a' + i%26)}); err != nil {
-					return
-				}
-				time.Sleep(idle / 3)
-			}
-		}()
-		defer wg.Wait()
-		resp, body := c.response(t)
-		require.Equal(t, http.StatusOK, resp.StatusCode)
-		var out map[string]any
-		require.NoError(t, json.Unmarshal([]byte(body), &out))
-		out["close"] = resp.Close
-		return out
-	}
-	// 15 bytes at idle/3 take 5 idles: more than the timeout in all.
-	assert.Equal(t, map[string]any{"n": 15.0, "timeout": false, "close": false}, upload(15, 15))
-	// Cut: the reply closes the connection, without waiting for the rest.
-	assert.Equal(t, map[string]any{"n": 3.0, "timeout": true, "close": true}, upload(15, 3))
 }
