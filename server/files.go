@@ -29,11 +29,30 @@ type pathRequest struct {
 	ownerFields
 }
 
+func (p pathRequest) target() pathRequest { return p }
+
 func requirePath(path string) error {
 	if path == "" {
 		return errorf(http.StatusBadRequest, "path is required")
 	}
 	return nil
+}
+
+// decodeFileOp decodes the body of a JSON file operation, whose request
+// type embeds pathRequest, and returns it with the account the operation
+// acts for: 400 without a path, and the owner's errors as fileOwner
+// gives them.
+func decodeFileOp[T interface{ target() pathRequest }](s *Server, w http.ResponseWriter, r *http.Request) (T, *files.Owner, error) {
+	req, err := decode[T](w, r, s.cfg.MaxBody)
+	if err != nil {
+		return req, nil, err
+	}
+	t := req.target()
+	if err := requirePath(t.Path); err != nil {
+		return req, nil, err
+	}
+	o, err := s.owner(t.ownerFields)
+	return req, o, err
 }
 
 // successReply is the reply of write_file, delete_file, make_dir and
@@ -84,16 +103,12 @@ func toEntryJSON(e files.Entry) entryJSON {
 // content out for one.
 func (s *Server) handleFileWrite(w http.ResponseWriter, r *http.Request) error {
 	type request struct {
-		Path     string `json:"path"`
+		pathRequest
 		Content  string `json:"content"`
 		IsBase64 bool   `json:"is_base64"`
-		ownerFields
 	}
-	req, err := decode[request](w, r, s.cfg.MaxBody)
+	req, o, err := decodeFileOp[request](s, w, r)
 	if err != nil {
-		return err
-	}
-	if err := requirePath(req.Path); err != nil {
 		return err
 	}
 	data := []byte(req.Content)
@@ -101,10 +116,6 @@ func (s *Server) handleFileWrite(w http.ResponseWriter, r *http.Request) error {
 		if data, err = base64.StdEncoding.DecodeString(req.Content); err != nil {
 			return errorf(http.StatusBadRequest, "invalid base64 content: %v", err)
 		}
-	}
-	o, err := s.owner(req.ownerFields)
-	if err != nil {
-		return err
 	}
 	replyDone(w, files.Write(r.Context(), req.Path, data, o))
 	return nil
@@ -121,18 +132,10 @@ func (s *Server) handleFileWrite(w http.ResponseWriter, r *http.Request) error {
 // socket is refused before a byte is read.
 func (s *Server) handleFileRead(w http.ResponseWriter, r *http.Request) error {
 	type request struct {
-		Path     string `json:"path"`
-		IsBase64 bool   `json:"is_base64"`
-		ownerFields
+		pathRequest
+		IsBase64 bool `json:"is_base64"`
 	}
-	req, err := decode[request](w, r, s.cfg.MaxBody)
-	if err != nil {
-		return err
-	}
-	if err := requirePath(req.Path); err != nil {
-		return err
-	}
-	o, err := s.owner(req.ownerFields)
+	req, o, err := decodeFileOp[request](s, w, r)
 	if err != nil {
 		return err
 	}
@@ -199,14 +202,7 @@ func writeContent(ctx context.Context, w io.Writer, c *files.Content, asBase64 b
 // handleFileDelete serves POST /delete_file: it removes a file or a
 // symbolic link, never a directory.
 func (s *Server) handleFileDelete(w http.ResponseWriter, r *http.Request) error {
-	req, err := decode[pathRequest](w, r, s.cfg.MaxBody)
-	if err != nil {
-		return err
-	}
-	if err := requirePath(req.Path); err != nil {
-		return err
-	}
-	o, err := s.owner(req.ownerFields)
+	req, o, err := decodeFileOp[pathRequest](s, w, r)
 	if err != nil {
 		return err
 	}
@@ -217,14 +213,7 @@ func (s *Server) handleFileDelete(w http.ResponseWriter, r *http.Request) error 
 // handleFileStat serves POST /stat_file: it describes a file or directory,
 // following symbolic links, as {"entry": {...}}.
 func (s *Server) handleFileStat(w http.ResponseWriter, r *http.Request) error {
-	req, err := decode[pathRequest](w, r, s.cfg.MaxBody)
-	if err != nil {
-		return err
-	}
-	if err := requirePath(req.Path); err != nil {
-		return err
-	}
-	o, err := s.owner(req.ownerFields)
+	req, o, err := decodeFileOp[pathRequest](s, w, r)
 	if err != nil {
 		return err
 	}
@@ -242,18 +231,10 @@ func (s *Server) handleFileStat(w http.ResponseWriter, r *http.Request) error {
 // operation is always recursive.
 func (s *Server) handleDirMake(w http.ResponseWriter, r *http.Request) error {
 	type request struct {
-		Path      string `json:"path"`
-		Recursive bool   `json:"recursive"` // ignored; declared so a non-boolean is a 400
-		ownerFields
+		pathRequest
+		Recursive bool `json:"recursive"` // ignored; declared so a non-boolean is a 400
 	}
-	req, err := decode[request](w, r, s.cfg.MaxBody)
-	if err != nil {
-		return err
-	}
-	if err := requirePath(req.Path); err != nil {
-		return err
-	}
-	o, err := s.owner(req.ownerFields)
+	req, o, err := decodeFileOp[request](s, w, r)
 	if err != nil {
 		return err
 	}
@@ -266,14 +247,7 @@ func (s *Server) handleDirMake(w http.ResponseWriter, r *http.Request) error {
 // "/" and a path that ends in "." or ".." are a 400: "x/.." would empty
 // x's parent.
 func (s *Server) handleDirDelete(w http.ResponseWriter, r *http.Request) error {
-	req, err := decode[pathRequest](w, r, s.cfg.MaxBody)
-	if err != nil {
-		return err
-	}
-	if err := requirePath(req.Path); err != nil {
-		return err
-	}
-	o, err := s.owner(req.ownerFields)
+	req, o, err := decodeFileOp[pathRequest](s, w, r)
 	if err != nil {
 		return err
 	}
@@ -290,18 +264,10 @@ func (s *Server) handleDirDelete(w http.ResponseWriter, r *http.Request) error {
 // directory gives "entries":[], never null or absent.
 func (s *Server) handleDirList(w http.ResponseWriter, r *http.Request) error {
 	type request struct {
-		Path     string `json:"path"`
-		Detailed bool   `json:"detailed"`
-		ownerFields
+		pathRequest
+		Detailed bool `json:"detailed"`
 	}
-	req, err := decode[request](w, r, s.cfg.MaxBody)
-	if err != nil {
-		return err
-	}
-	if err := requirePath(req.Path); err != nil {
-		return err
-	}
-	o, err := s.owner(req.ownerFields)
+	req, o, err := decodeFileOp[request](s, w, r)
 	if err != nil {
 		return err
 	}

@@ -230,6 +230,9 @@ func TestFileAndDirBadRequests(t *testing.T) {
 			badRequest{e, `{"path": 5, "content": "x"}`, `field "path" must be a string`},
 			badRequest{e, `{"path": `, "invalid request"},
 			badRequest{e, `["/tmp"]`, "body must be a JSON object"},
+			// Fields of embedded structs are named as the client wrote them.
+			badRequest{e, `{"path": "/tmp/x", "user": {}}`, `invalid request: field "user" must be a string or a number`},
+			badRequest{e, `{"path": "/tmp/x", "session": 5}`, `invalid request: field "session" must be a string`},
 		)
 	}
 	tests = append(tests,

@@ -222,12 +222,47 @@ func decode[T any](w http.ResponseWriter, r *http.Request, maxBody int64) (T, er
 			if typeErr.Type == reflect.TypeFor[stringOrNumber]() {
 				want = "a string or a number"
 			}
-			return v, errorf(http.StatusBadRequest, "invalid request: field %q must be %s", typeErr.Field, want)
+			return v, errorf(http.StatusBadRequest, "invalid request: field %q must be %s", jsonPath(reflect.TypeFor[T](), typeErr.Field), want)
 		}
 		return v, errorf(http.StatusBadRequest, "invalid request: body must be a JSON object")
 	default:
 		return v, errorf(http.StatusBadRequest, "invalid request: %s", strings.TrimPrefix(err.Error(), "json: "))
 	}
+}
+
+// jsonPath returns the path of a field as the client wrote it from
+// encoding/json's UnmarshalTypeError.Field, which names a field of an
+// embedded struct through the struct's Go type ("ownerFields.user"): the
+// names of embedded structs are dropped ("user").
+func jsonPath(t reflect.Type, field string) string {
+	var out []string
+	for seg := range strings.SplitSeq(field, ".") {
+		for t != nil && t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		if t == nil || t.Kind() != reflect.Struct {
+			out, t = append(out, seg), nil
+			continue
+		}
+		if f, ok := t.FieldByName(seg); ok && f.Anonymous && f.Tag.Get("json") == "" {
+			t = f.Type // an embedded struct: its fields are the outer object's
+			continue
+		}
+		out, t = append(out, seg), jsonFieldType(t, seg)
+	}
+	return strings.Join(out, ".")
+}
+
+// jsonFieldType returns the type of t's field whose JSON name is name, or
+// nil if there is none.
+func jsonFieldType(t reflect.Type, name string) reflect.Type {
+	for _, f := range reflect.VisibleFields(t) {
+		tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if tag == name || (tag == "" && strings.EqualFold(f.Name, name)) {
+			return f.Type
+		}
+	}
+	return nil
 }
 
 // bodyEnd reads what follows the JSON value dec has decoded: nil if that
