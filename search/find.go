@@ -74,7 +74,7 @@ func (s *Searcher) FindFiles(ctx context.Context, req FindRequest) (*FindReply, 
 	case ctx.Err() != nil:
 		return nil, ctx.Err()
 	case errors.As(err, &to):
-		f.stop(StoppedTimeout, to.at)
+		f.stop(StoppedTimeout, to.at, to.line)
 	case err != nil:
 		return nil, err
 	}
@@ -156,7 +156,7 @@ func (f *finder) visit(e entry) error {
 		return nil // gone since the directory was read
 	}
 	if len(f.reply.Entries) == f.maxResults {
-		f.stop(StoppedMaxResults, nil)
+		f.stop(StoppedMaxResults, nil, 0)
 		return errStop
 	}
 	size := fi.Size()
@@ -168,12 +168,12 @@ func (f *finder) visit(e entry) error {
 	return nil
 }
 
-func (f *finder) stop(by string, at []string) {
+func (f *finder) stop(by string, at []string, line int) {
 	f.reply.StoppedBy, f.reply.Truncated = by, true
 	switch {
 	case f.last != nil:
 		f.reply.Cursor = encodeCursor(f.last, cursorReturned)
 	case at != nil:
-		f.reply.Cursor = encodeCursor(at, 0)
+		f.reply.Cursor = encodeCursor(at, line)
 	}
 }

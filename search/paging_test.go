@@ -47,6 +47,11 @@ func TestCursorPagesEveryCase(t *testing.T) {
 		for name, req := range grepCases(root) {
 			t.Run(ename+"/"+name, func(t *testing.T) {
 				req.MaxResults = 100_000
+				if req.Path == "" {
+					// Each page reads the tree again: leave out the 1 MiB line,
+					// which the race detector makes slow to match.
+					req.Exclude = append(req.Exclude, "long.txt")
+				}
 				whole, err := s.Grep(t.Context(), req)
 				require.NoError(t, err)
 				for _, n := range []int{1, 3} {

@@ -313,7 +313,7 @@ func (r *rgRunner) parse(br *bufio.Reader) error {
 	var cur *rgFile
 	for {
 		raw, err := br.ReadBytes('\n')
-		if len(raw) > 0 {
+		if err == nil { // a line cut short is rg's, killed at the timeout
 			var m rgMessage
 			if jerr := json.Unmarshal(raw, &m); jerr != nil {
 				return fmt.Errorf("rg output: %w", jerr)

@@ -110,19 +110,22 @@ func (w *walker) one(dirAbs string, dirRel []string, de fs.DirEntry) error {
 	rel := append(dirRel[:len(dirRel):len(dirRel)], name)
 	isDir := de.IsDir()
 	from := -1
+	abs := filepath.Join(dirAbs, name)
 	if w.opts.after != nil {
 		c := compareRel(rel, w.opts.after.rel)
 		switch {
 		case c == 0:
 			from = w.opts.after.line
-		case c < 0 && !(isDir && isPrefix(rel, w.opts.after.rel)):
+		case c < 0 && isDir && isPrefix(rel, w.opts.after.rel):
+			return w.dir(abs, rel) // it holds the cursor: visited on the page before
+		case c < 0:
 			return nil
 		}
 	}
 	if err := w.ctx.Err(); err != nil {
 		return &timedOut{at: rel, line: max(from, 0)}
 	}
-	e := entry{abs: filepath.Join(dirAbs, name), rel: rel, de: de, from: from}
+	e := entry{abs: abs, rel: rel, de: de, from: from}
 	relStr := joinRel(rel)
 	if matchAny(w.opts.excludes, relStr, name, isDir) {
 		e.kind = entExcluded
