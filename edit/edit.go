@@ -68,8 +68,8 @@ func (e *CountError) Is(target error) bool { return target == ErrConflict }
 // EditRequest is an edit_file. Its JSON is the wire request.
 type EditRequest struct {
 	Path          string `json:"path"`
-	Old           string `json:"old"` // not empty; "\n" in it matches "\r\n" in a CRLF file
-	New           string `json:"new"` // written with the file's own line ends
+	Old           string `json:"old"`            // not empty; "\n" in it matches "\r\n" in a CRLF file
+	New           string `json:"new"`            // written with the file's own line ends
 	ExpectedCount int    `json:"expected_count"` // if zero, 1
 	ReplaceAll    bool   `json:"replace_all"`    // replace every occurrence, however many
 	// IfMatch, if set, is the ETag the client last saw (as GET /files
