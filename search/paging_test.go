@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -46,6 +47,9 @@ func TestCursorPagesEveryCase(t *testing.T) {
 	for ename, s := range engines() {
 		for name, req := range grepCases(root) {
 			t.Run(ename+"/"+name, func(t *testing.T) {
+				if strings.HasSuffix(req.Path, "long.txt") {
+					t.Skip("one match: nothing to page")
+				}
 				req.MaxResults = 100_000
 				if req.Path == "" {
 					// Each page reads the tree again: leave out the 1 MiB line,
@@ -70,21 +74,27 @@ func TestCursorPagesEveryCase(t *testing.T) {
 func TestNodeModulesProof(t *testing.T) {
 	root := t.TempDir()
 	want := map[string]bool{}
-	write := func(rel, content string) {
-		p := filepath.Join(root, rel)
-		require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
-		require.NoError(t, os.WriteFile(p, []byte(content), 0o644))
-	}
+	type file struct{ rel, content string }
+	var fs []file
 	for i := range 15_000 {
-		write(fmt.Sprintf("node_modules/pkg%03d/f%02d.js", i/100, i%100), "module.exports = 1 // nmword\n")
+		fs = append(fs, file{fmt.Sprintf("node_modules/pkg%03d/f%02d.js", i/100, i%100), "module.exports = 1 // nmword\n"})
 	}
 	for i := range 5_000 {
-		content := "nothing here\n"
+		rel, content := fmt.Sprintf("src/d%02d/f%03d.go", i/100, i%100), "nothing here\n"
 		if i%20 == 0 {
 			content = "x\nthe findme word\ny\n"
-			want[filepath.Join(root, fmt.Sprintf("src/d%02d/f%03d.go", i/100, i%100))] = true
+			want[filepath.Join(root, rel)] = true
 		}
-		write(fmt.Sprintf("src/d%02d/f%03d.go", i/100, i%100), content)
+		fs = append(fs, file{rel, content})
+	}
+	made := map[string]bool{}
+	for _, f := range fs {
+		p := filepath.Join(root, f.rel)
+		if d := filepath.Dir(p); !made[d] {
+			require.NoError(t, os.MkdirAll(d, 0o755))
+			made[d] = true
+		}
+		require.NoError(t, os.WriteFile(p, []byte(f.content), 0o644))
 	}
 	require.Len(t, want, 250)
 	for ename, s := range engines() {

@@ -92,14 +92,24 @@ func readAll(f *os.File, buf []byte, limit int64) ([]byte, error) {
 // scan searches data, the content of e's file, line by line. Lines end
 // at "\n"; a "\r" before it is part of the line end, not of the text.
 func (g *grep) scan(e entry, data []byte) error {
+	if g.pre != nil {
+		g.pre.reset()
+	}
 	line, pos, n := 0, 0, 0
 	for pos < len(data) {
-		if g.lit != nil { // jump to the next line holding the literal
-			i := bytes.Index(data[pos:], g.lit)
-			if i < 0 {
+		if g.lit != nil || g.pre != nil { // jump to the next line that can match
+			at := -1
+			if g.lit != nil {
+				if i := g.finder.index(data[pos:]); i >= 0 {
+					at = pos + i
+				}
+			} else {
+				at = g.pre.index(data, pos)
+			}
+			if at < 0 {
 				return nil
 			}
-			ls := bytes.LastIndexByte(data[:pos+i], '\n') + 1
+			ls := bytes.LastIndexByte(data[:at], '\n') + 1
 			line += bytes.Count(data[pos:ls], []byte{'\n'})
 			pos = ls
 		}
@@ -142,7 +152,7 @@ func trimCR(b []byte) []byte {
 // find returns the byte offset of the first match in text, or -1.
 func (g *grep) find(text []byte) int {
 	if g.lit != nil {
-		return bytes.Index(text, g.lit)
+		return g.finder.index(text)
 	}
 	if loc := g.re.FindIndex(text); loc != nil {
 		return loc[0]
