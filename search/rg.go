@@ -232,8 +232,8 @@ func (r *rgRunner) search() error {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, r.path, r.args()...)
 	cmd.Env = []string{"PATH=/usr/bin:/bin"}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
+	stderr := &capped{max: 4 << 10} // for the error message only
+	cmd.Stderr = stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return err
@@ -255,7 +255,7 @@ func (r *rgRunner) search() error {
 	case r.g.ctx.Err() != nil:
 		return r.timedOut()
 	case werr != nil && cmd.ProcessState.ExitCode() != 1: // 1: no match
-		return fmt.Errorf("rg: %v: %s", werr, bytes.TrimSpace(stderr.Bytes()))
+		return fmt.Errorf("rg: %v: %s", werr, bytes.TrimSpace(stderr.b))
 	}
 	return nil
 }
@@ -383,4 +383,15 @@ func (r *rgRunner) finish(f *rgFile) error {
 		}
 	}
 	return nil
+}
+
+// capped keeps the first max bytes written to it and drops the rest.
+type capped struct {
+	b   []byte
+	max int
+}
+
+func (c *capped) Write(p []byte) (int, error) {
+	c.b = append(c.b, p[:min(len(p), c.max-len(c.b))]...)
+	return len(p), nil
 }

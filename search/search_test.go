@@ -322,3 +322,36 @@ func TestLiteralIndex(t *testing.T) {
 		assert.Equal(t, strings.Index(tc.data, tc.s), newLiteral([]byte(tc.s)).index([]byte(tc.data)), "%q in %q", tc.s, tc.data)
 	}
 }
+
+// TestGrepStream: matches reach the callback in order, the summary has
+// none, and an error of the callback ends the search and is returned.
+func TestGrepStream(t *testing.T) {
+	root := fixture(t)
+	for name, s := range engines() {
+		t.Run(name, func(t *testing.T) {
+			whole, err := s.Grep(t.Context(), GrepRequest{Pattern: "hello", Path: root})
+			require.NoError(t, err)
+			var got []Match
+			rep, err := s.GrepStream(t.Context(), GrepRequest{Pattern: "hello", Path: root}, func(m Match) error {
+				got = append(got, m)
+				return nil
+			})
+			require.NoError(t, err)
+			assert.Equal(t, whole.Matches, got)
+			assert.Nil(t, rep.Matches)
+			b, err := json.Marshal(rep)
+			require.NoError(t, err)
+			assert.NotContains(t, string(b), `"matches"`)
+			assert.Contains(t, string(b), `"excluded_by_default"`)
+
+			stop := errors.New("client gone")
+			n := 0
+			_, err = s.GrepStream(t.Context(), GrepRequest{Pattern: "[a-z]+ [a-z]+", Path: root}, func(Match) error {
+				n++
+				return stop
+			})
+			assert.ErrorIs(t, err, stop)
+			assert.Equal(t, 1, n)
+		})
+	}
+}
