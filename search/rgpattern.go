@@ -76,4 +76,3 @@ func isASCII(s string) bool {
 	}
 	return true
 }
-
