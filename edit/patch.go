@@ -87,6 +87,7 @@ type change struct {
 	dest      string // absolute: path, or where a move goes
 	old, new  []byte // old is nil for an added file, new for a deleted one
 	tag       string // old's ETag when read
+	link      string // what the path's symbolic link pointed to, if it was one
 	mode      fs.FileMode
 	uid, gid  int
 	destNamed string // dest as the diff names it
@@ -213,6 +214,9 @@ func (c *change) read(o *files.Owner) error {
 	c.old, c.tag, c.mode = data, tag, fi.Mode().Perm()
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
 		c.uid, c.gid = int(st.Uid), int(st.Gid)
+	}
+	if target, err := os.Readlink(c.path); err == nil {
+		c.link = target // a deletion or a move removes the link: restore makes it again
 	}
 	return nil
 }

@@ -63,6 +63,10 @@ func (c *change) apply(ctx context.Context, o *files.Owner) (undo func(), tag st
 // ends.
 func (c *change) restore(ctx context.Context) {
 	ctx = context.WithoutCancel(ctx)
+	if _, err := os.Lstat(c.path); c.link != "" && errors.Is(err, fs.ErrNotExist) {
+		_ = os.Symlink(c.link, c.path) // the file it leads to was not changed
+		return
+	}
 	if _, err := files.WriteAtomic(ctx, c.path, bytes.NewReader(c.old), files.WriteOptions{Mode: c.mode}); err == nil {
 		_ = os.Lchown(c.path, c.uid, c.gid)
 	}

@@ -111,6 +111,19 @@ func TestPatchAllOrNothing(t *testing.T) {
 	ents, err := os.ReadDir(dir)
 	require.NoError(t, err)
 	assert.Len(t, ents, 3, "no temporary file is left")
+
+	// a deleted symbolic link comes back as the link it was
+	require.NoError(t, os.Symlink("a.txt", filepath.Join(dir, "link")))
+	patch = "*** Begin Patch\n*** Delete File: link\n*** Update File: b.txt\n-b1\n+b2\n*** End Patch"
+	_, err = applyPatch(t.Context(), PatchRequest{Cwd: dir, Patch: patch}, nil, func(i int) {
+		if i == 1 {
+			require.NoError(t, os.WriteFile(b, []byte("b1 changed\n"), 0o644))
+		}
+	})
+	assert.ErrorIs(t, err, ErrStale)
+	target, err := os.Readlink(filepath.Join(dir, "link"))
+	require.NoError(t, err)
+	assert.Equal(t, "a.txt", target)
 }
 
 // TestPatchModelMistakes: what Codex's apply_patch forgives is forgiven.
