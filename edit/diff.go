@@ -22,9 +22,15 @@ type op struct {
 	a, b int
 }
 
+// maxDiffBytes caps a diff: a reply carries it whole, in memory.
+const maxDiffBytes = 1 << 20
+
+// diffCut ends a diff cut at maxDiffBytes.
+const diffCut = "\\ diff cut: over 1 MiB\n"
+
 // unifiedDiff returns a unified diff from a, named aName, to b, named
 // bName ("/dev/null" for a file added or removed); "" if a and b are the
-// same.
+// same. A diff over maxDiffBytes is cut at a line and ends with diffCut.
 func unifiedDiff(aName, bName string, a, b []byte) string {
 	if bytes.Equal(a, b) {
 		return ""
@@ -155,12 +161,14 @@ func writeHunks(sb *strings.Builder, script []op) {
 			}
 		}
 		end := min(len(script), last+1+diffContext)
-		writeHunk(sb, script[start:end])
+		if !writeHunk(sb, script[start:end]) {
+			return
+		}
 		i = end
 	}
 }
 
-func writeHunk(sb *strings.Builder, h []op) {
+func writeHunk(sb *strings.Builder, h []op) bool {
 	var na, nb int
 	for _, o := range h {
 		if o.kind != '+' {
@@ -172,12 +180,17 @@ func writeHunk(sb *strings.Builder, h []op) {
 	}
 	fmt.Fprintf(sb, "@@ -%s +%s @@\n", hunkRange(h[0].a, na), hunkRange(h[0].b, nb))
 	for _, o := range h {
+		if sb.Len()+len(o.line) > maxDiffBytes {
+			sb.WriteString(diffCut)
+			return false
+		}
 		sb.WriteByte(o.kind)
 		sb.Write(o.line)
 		if !bytes.HasSuffix(o.line, []byte{'\n'}) {
 			sb.WriteString("\n\\ No newline at end of file\n")
 		}
 	}
+	return true
 }
 
 // hunkRange is a hunk's "start,count": a 1-based start, or for an empty

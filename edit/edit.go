@@ -31,8 +31,8 @@ var (
 )
 
 // maxFileBytes is the largest file an edit reads: the file is held in
-// memory, with its new content and the diff.
-const maxFileBytes = 256 << 20
+// memory, with its new content.
+const maxFileBytes = 64 << 20
 
 // Line is a line of a file: its 1-based number and its text, without
 // its line end.
@@ -82,7 +82,7 @@ type EditReply struct {
 	Success      bool   `json:"success"`
 	Replacements int    `json:"replacements"`
 	ETag         string `json:"etag"` // the file's new ETag
-	Diff         string `json:"diff"` // a unified diff of the change
+	Diff         string `json:"diff"` // a unified diff of the change; over 1 MiB, cut (see diffCut)
 }
 
 // EditFile applies req as o (nil: the agent): the file is read and

@@ -189,4 +189,10 @@ func TestEditNoPartialRead(t *testing.T) {
 	assert.Zero(t, bad.Load(), "a reader saw a partial or mixed file")
 	assert.Greater(t, reads.Load(), int64(1))
 	assert.True(t, strings.Contains(read(t, p), "EDITED"))
+
+	// The diff of a 50 MiB line is cut, not 100 MiB.
+	rep, err := EditFile(t.Context(), EditRequest{Path: p, Old: "EDITED", New: "MARKER"}, nil)
+	require.NoError(t, err)
+	assert.LessOrEqual(t, len(rep.Diff), maxDiffBytes+len(diffCut))
+	assert.True(t, strings.HasSuffix(rep.Diff, diffCut))
 }

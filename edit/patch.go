@@ -32,7 +32,7 @@ type PatchFile struct {
 type PatchReply struct {
 	Success bool        `json:"success"`
 	Files   []PatchFile `json:"files"`
-	Diff    string      `json:"diff"` // the unified diffs of every file, in the patch's order
+	Diff    string      `json:"diff"` // the unified diffs of every file, in the patch's order, each cut over 1 MiB
 }
 
 // HunkError is apply_patch's error when a hunk does not apply: the file,
