@@ -24,8 +24,9 @@ type GrepRequest struct {
 	Context         int   `json:"context"`     // lines before and after each match
 	MaxResults      int   `json:"max_results"` // if zero, 200
 	// MaxFileBytes skips larger files (counted as too_large). If zero,
-	// 10 MiB. A file searched is held in memory whole, so this is also
-	// the bound on the memory a search takes for the content of a file.
+	// 10 MiB; at most 256 MiB. A file searched is held in memory whole,
+	// so this is also the bound on the memory a search takes for the
+	// content of a file.
 	MaxFileBytes int64   `json:"max_file_bytes"`
 	Hidden       bool    `json:"hidden"`    // search names starting with "."
 	Gitignore    *bool   `json:"gitignore"` // if nil, true: honour .gitignore and .ignore
@@ -62,6 +63,7 @@ type GrepReply struct {
 const (
 	defaultMaxResults   = 200
 	defaultMaxFileBytes = 10 << 20
+	maxMaxFileBytes     = 256 << 20
 	defaultTimeout      = 30 * time.Second
 	maxContext          = 1000
 )
@@ -179,8 +181,11 @@ type grep struct {
 
 func newGrep(req GrepRequest, emit func(Match) error) (*grep, error) {
 	g := &grep{emit: emit, context: req.Context, maxResults: req.MaxResults, maxBytes: req.MaxFileBytes}
-	if req.Context < 0 || req.Context > maxContext || req.MaxResults < 0 || req.MaxFileBytes < 0 || req.Timeout < 0 {
-		return nil, invalid("context must be 0 to %d; max_results, max_file_bytes and timeout not negative", maxContext)
+	if req.Context < 0 || req.Context > maxContext || req.MaxResults < 0 || req.Timeout < 0 {
+		return nil, invalid("context must be 0 to %d; max_results and timeout not negative", maxContext)
+	}
+	if req.MaxFileBytes < 0 || req.MaxFileBytes > maxMaxFileBytes {
+		return nil, invalid("max_file_bytes must be 0 to %d", maxMaxFileBytes)
 	}
 	if g.maxResults == 0 {
 		g.maxResults = defaultMaxResults

@@ -40,6 +40,7 @@ type rgRunner struct {
 	next    int // the first entry of batch not yet taken
 	files   int // text files in batch
 	bytes   int64
+	head    []byte // the first bytes of a file, reused
 }
 
 // rgItem is one entry of the walk, classified.
@@ -84,7 +85,10 @@ func (r *rgRunner) classify(e entry) *int {
 	case fi.Size() > r.g.maxBytes:
 		return &sk.TooLarge
 	}
-	head := make([]byte, binaryPrefix)
+	if r.head == nil {
+		r.head = make([]byte, binaryPrefix)
+	}
+	head := r.head
 	n, err := io.ReadFull(f, head)
 	if err != nil && err != io.EOF && err != io.ErrUnexpectedEOF {
 		return &sk.Unreadable

@@ -297,6 +297,7 @@ func TestErrors(t *testing.T) {
 		{Pattern: "x", Path: root, Cursor: "!!"},
 		{Pattern: "x", Path: root, Include: []string{"[unclosed"}},
 		{Pattern: "x", Path: root, Context: -1},
+		{Pattern: "x", Path: root, MaxFileBytes: 1 << 30},
 	} {
 		_, err = s.Grep(t.Context(), req)
 		assert.ErrorIs(t, err, ErrInvalidRequest, "%+v", req)
