@@ -13,6 +13,9 @@ type replacement struct {
 
 // applyHunks applies hunks to data, the content of the file at path.
 func applyHunks(path string, data []byte, hunks []hunk) ([]byte, error) {
+	if len(hunks) == 0 { // a move alone: the content moves as it is
+		return data, nil
+	}
 	crlf := isCRLF(data)
 	var lines []string
 	for _, l := range splitLines(data) {

@@ -72,6 +72,12 @@ func TestPatchDeleteAndMove(t *testing.T) {
 	assert.Equal(t, []PatchFile{{Path: gone, Action: "delete"}, {Path: dst, Action: "move", ETag: etagOf(t, dst)}}, rep.Files)
 	assert.Contains(t, rep.Diff, "--- "+gone+"\n+++ /dev/null\n")
 	assert.Contains(t, rep.Diff, "--- "+src+"\n+++ "+dst+"\n")
+
+	// a move alone keeps the content byte for byte (no final newline added)
+	writeFile(t, dir, "raw.bin", "no newline", 0o644)
+	_, err = ApplyPatch(t.Context(), PatchRequest{Cwd: dir, Patch: "*** Begin Patch\n*** Update File: raw.bin\n*** Move to: raw2.bin\n*** End Patch"}, nil)
+	require.NoError(t, err)
+	assert.Equal(t, "no newline", read(t, filepath.Join(dir, "raw2.bin")))
 }
 
 // TestPatchAllOrNothing: a patch whose third file does not apply leaves
