@@ -2,8 +2,9 @@
 # secret it prints; `make test` runs everything CI runs.
 #
 # `make test` needs Linux, Go, a C compiler (for -race) and, for what it
-# installs from Debian when missing (curl, Node.js and npm, python3-requests,
-# docker.io, busybox-static), root; as another user it says what to install.
+# installs from Debian when missing (ripgrep, curl, Node.js and npm,
+# python3-requests, docker.io, busybox-static), root; as another user it says
+# what to install.
 
 GO        ?= go
 # The version comes from the VERSION file. In a git checkout that is not
@@ -92,6 +93,10 @@ test-go:
 	@[ "$$(uname -s)" = Linux ] || { echo "make test needs Linux: the agent is Linux-only (process groups, /proc, PID 1)"; exit 1; }
 	@command -v "$$($(GO) env CC)" >/dev/null || \
 		{ echo "make test-go: go test -race needs a C compiler, $$($(GO) env CC) (Debian: apt-get install gcc)"; exit 1; }
+	@# search/ runs every grep on Go's engine and on rg's and compares the replies.
+	@command -v rg >/dev/null || { [ "$$(id -u)" = 0 ] && { DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends ripgrep >/dev/null 2>&1 || \
+		{ timeout 300 apt-get update -qq && DEBIAN_FRONTEND=noninteractive timeout 600 apt-get install -y -qq --no-install-recommends ripgrep; }; }; } || \
+		echo "make test-go: rg is missing (Debian: apt-get install ripgrep): search/ tests only its Go engine"
 	$(GO) mod tidy -diff
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 10m ./...

@@ -3,15 +3,12 @@ package server
 import (
 	"bufio"
 	"encoding/json"
-	"fmt"
 	"io"
-	"io/fs"
 	"mime"
 	"net/http"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/sandbox-executor/sandbox-executor/files"
@@ -27,7 +24,7 @@ const (
 // is, with http.ServeContent's HTTP semantics (Content-Length,
 // Content-Type by extension else sniffed, Last-Modified, Range and
 // multipart/byteranges, If-None-Match, If-Modified-Since, If-Match,
-// If-Unmodified-Since, If-Range) and an ETag of our own (see etag);
+// If-Unmodified-Since, If-Range) and an ETag of our own (see files.ETag);
 // download=1 adds Content-Disposition: attachment. A directory with
 // format=tar or format=tar.gz is streamed as an archive (see
 // serveArchive). The body of a file goes out with sendfile(2): the
@@ -65,7 +62,7 @@ func (s *Server) handleFilesGet(w http.ResponseWriter, r *http.Request) error {
 	if format != "" {
 		return errorf(http.StatusBadRequest, "format=%s is for directories, and %s is a file", format, path)
 	}
-	w.Header().Set("ETag", etag(fi))
+	w.Header().Set("ETag", files.ETag(fi))
 	if download {
 		w.Header().Set("Content-Disposition", attachment(filepath.Base(path)))
 	}
@@ -112,19 +109,6 @@ func (sw *stallWriter) Write(p []byte) (int, error) {
 		sw.err = err
 	}
 	return n, err
-}
-
-// etag is a file's strong ETag: its device, inode, size and modification
-// time in nanoseconds, in hex, quoted ("fd01-8a3c1-400-1853f0e2a3b4c5d6").
-// An upload replaces a file with a new inode, and an in-place write
-// changes its time, so new content means a new ETag; the same file
-// untouched keeps it, across restarts of the agent.
-func etag(fi fs.FileInfo) string {
-	mtime := fi.ModTime().UnixNano()
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		return fmt.Sprintf(`"%x-%x-%x-%x"`, st.Dev, st.Ino, fi.Size(), mtime)
-	}
-	return fmt.Sprintf(`"%x-%x"`, fi.Size(), mtime)
 }
 
 // attachment returns the Content-Disposition of a download named name.

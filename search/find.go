@@ -1,0 +1,179 @@
+package search
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"syscall"
+	"time"
+)
+
+// FindRequest is a find_files: the entries under Path whose path matches
+// Glob. Its JSON is the wire request; zero values mean the defaults.
+type FindRequest struct {
+	Path string `json:"path"` // a directory; "" is "."
+	// Glob is gitignore-style: without "/" it matches an entry's name at
+	// any depth, with one its path relative to Path; "**" spans
+	// directories. If empty, "**": everything.
+	Glob            string   `json:"glob"`
+	Type            string   `json:"type"`        // "file" (the default), "dir" or "any"
+	MaxResults      int      `json:"max_results"` // if zero, 1000
+	Hidden          bool     `json:"hidden"`
+	Gitignore       *bool    `json:"gitignore"` // if nil, true
+	Exclude         []string `json:"exclude"`
+	ExcludeDefaults *bool    `json:"exclude_defaults"` // if nil, true
+	Timeout         float64  `json:"timeout"`          // seconds; if zero, 30
+	Cursor          string   `json:"cursor"`
+}
+
+// FoundEntry is one entry find_files returns.
+type FoundEntry struct {
+	Path    string `json:"path"` // absolute
+	Type    string `json:"type"` // "file" or "dir"
+	Size    int64  `json:"size"` // 0 for a directory
+	ModTime string `json:"mod_time"`
+}
+
+// FindReply is find_files' answer.
+type FindReply struct {
+	Entries           []FoundEntry `json:"entries"`
+	Truncated         bool         `json:"truncated"`
+	StoppedBy         string       `json:"stopped_by"`
+	Cursor            string       `json:"cursor,omitempty"`
+	Skipped           Skipped      `json:"skipped"` // binary and too_large stay 0: files are not read
+	ExcludedByDefault []string     `json:"excluded_by_default"`
+}
+
+const defaultMaxEntries = 1000
+
+// A find cursor's line is cursorReturned: the entry it names was
+// returned; 0 means it is still to be looked at (a timeout).
+const cursorReturned = 1
+
+// FindFiles lists the files or directories under req.Path that match
+// req.Glob, in walk order. Symbolic links are neither followed nor
+// listed; special files are listed as files only with type "any".
+func (s *Searcher) FindFiles(ctx context.Context, req FindRequest) (*FindReply, error) {
+	f, err := newFind(req)
+	if err != nil {
+		return nil, err
+	}
+	root, fi, err := statRoot(req.Path)
+	if err != nil {
+		return nil, err
+	}
+	if !fi.IsDir() {
+		return nil, &fs.PathError{Op: "find", Path: root, Err: syscall.ENOTDIR}
+	}
+	tctx, cancel := context.WithTimeout(ctx, f.timeout)
+	defer cancel()
+	w := &walker{ctx: tctx, root: root, opts: f.walk, visit: f.visit}
+	err = w.walk()
+	var to *timedOut
+	switch {
+	case ctx.Err() != nil:
+		return nil, ctx.Err()
+	case errors.As(err, &to):
+		f.stop(StoppedTimeout, to.at, to.line)
+	case err != nil:
+		return nil, err
+	}
+	return f.reply, nil
+}
+
+type finder struct {
+	glob       []glob
+	typ        string
+	maxResults int
+	timeout    time.Duration
+	walk       walkOptions
+	reply      *FindReply
+	last       []string
+}
+
+func newFind(req FindRequest) (*finder, error) {
+	f := &finder{typ: req.Type, maxResults: req.MaxResults, timeout: defaultTimeout}
+	switch f.typ {
+	case "":
+		f.typ = "file"
+	case "file", "dir", "any":
+	default:
+		return nil, invalid(`type must be "file", "dir" or "any"`)
+	}
+	if req.MaxResults < 0 || req.Timeout < 0 {
+		return nil, invalid("max_results and timeout must not be negative")
+	}
+	if f.maxResults == 0 {
+		f.maxResults = defaultMaxEntries
+	}
+	if req.Timeout > 0 {
+		f.timeout = time.Duration(req.Timeout * float64(time.Second))
+	}
+	g := req.Glob
+	if g == "" {
+		g = "**"
+	}
+	var err error
+	if f.glob, err = compileGlobs([]string{g}); err != nil {
+		return nil, err
+	}
+	if f.walk, err = walkOpts(req.Hidden, req.Gitignore, req.ExcludeDefaults, req.Exclude, nil, req.Cursor); err != nil {
+		return nil, err
+	}
+	f.reply = &FindReply{Entries: []FoundEntry{}, StoppedBy: StoppedEnd, ExcludedByDefault: excludedByDefault(req.ExcludeDefaults)}
+	return f, nil
+}
+
+func (f *finder) visit(e entry) error {
+	switch e.kind {
+	case entExcluded:
+		f.reply.Skipped.Excluded++
+		return nil
+	case entLink:
+		return nil
+	case entUnreadable:
+		if e.de == nil || e.de.IsDir() { // a directory that could not be read
+			f.reply.Skipped.Unreadable++
+			return nil
+		}
+	}
+	if e.from >= cursorReturned {
+		return nil // returned on the page before
+	}
+	isDir := e.kind == entDir
+	typ := "file"
+	if isDir {
+		typ = "dir"
+	}
+	if (f.typ == "file" && (isDir || e.kind != entFile)) || (f.typ == "dir" && !isDir) {
+		return nil
+	}
+	if !f.glob[0].match(joinRel(e.rel), e.de.Name(), isDir) {
+		return nil
+	}
+	fi, err := e.de.Info()
+	if err != nil {
+		return nil // gone since the directory was read
+	}
+	if len(f.reply.Entries) == f.maxResults {
+		f.stop(StoppedMaxResults, nil, 0)
+		return errStop
+	}
+	size := fi.Size()
+	if isDir {
+		size = 0
+	}
+	f.reply.Entries = append(f.reply.Entries, FoundEntry{Path: e.abs, Type: typ, Size: size, ModTime: fi.ModTime().UTC().Format(time.RFC3339)})
+	f.last = e.rel
+	return nil
+}
+
+func (f *finder) stop(by string, at []string, line int) {
+	f.reply.StoppedBy, f.reply.Truncated = by, true
+	switch {
+	case f.last != nil:
+		f.reply.Cursor = encodeCursor(f.last, cursorReturned)
+	case at != nil:
+		f.reply.Cursor = encodeCursor(at, line)
+	}
+}
