@@ -18,6 +18,7 @@ import (
 
 	"github.com/sandbox-executor/sandbox-executor/executor"
 	"github.com/sandbox-executor/sandbox-executor/files"
+	"github.com/sandbox-executor/sandbox-executor/mcp"
 	"github.com/sandbox-executor/sandbox-executor/procs"
 	"github.com/sandbox-executor/sandbox-executor/proxy"
 	"github.com/sandbox-executor/sandbox-executor/sessions"
@@ -84,6 +85,8 @@ type Config struct {
 	// to the app: for an agent behind an edge that sets them. Off, a
 	// client could pick any exposed port by that header.
 	TrustForwardedHost bool
+	// MCP holds the settings of the MCP endpoint, /mcp.
+	MCP MCPConfig
 }
 
 // Deps are the parts of the agent a Server drives. Every field is
@@ -125,6 +128,7 @@ type Server struct {
 	// ownTunnels is set if tunnels is the Server's own, for Close.
 	ownTunnels bool
 	preview    *previewProxy
+	mcp        *mcp.Server // nil with MCP.Off
 	exposed    exposedPorts
 	// freeSpace is files.FreeSpace; tests replace it to play a full disk.
 	freeSpace func(dir string) (int64, error)
@@ -166,6 +170,9 @@ func New(log zerolog.Logger, auth *Auth, deps Deps, cfg Config) *Server {
 		s.ownTunnels = true
 	}
 	s.preview = newPreviewProxy(s)
+	if !cfg.MCP.Off {
+		s.mcp = s.newMCP()
+	}
 	s.routes()
 	s.handler = s.requestPath()
 	return s
