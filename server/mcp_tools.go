@@ -14,17 +14,23 @@ import (
 )
 
 // The MCP tools. Each calls what its HTTP endpoint calls (files, procs),
-// for the agent's own user. exec and exec_poll are not here yet: they
-// stand on /run's yield_ms and /poll_process, which are not in this tree.
+// for the agent's own user. exec and exec_poll (mcp_exec.go) stand on
+// /run's yield_ms and /poll_process through Deps.Exec, absent until wired.
 
-// mcpToolNames returns the names of every tool, in the order offered.
+// mcpToolNames returns the names of every tool, in the order offered:
+// what -mcp-tools may name. exec and exec_poll join it, first, once the
+// agent wires Deps.Exec.
 func mcpToolNames() []string {
 	return []string{"read_file", "write_file", "list_dir", "process_list", "process_kill", "process_logs", "preview_url"}
 }
 
 func (s *Server) mcpTools() []mcp.Tool {
-	return []mcp.Tool{s.toolReadFile(), s.toolWriteFile(), s.toolListDir(),
-		s.toolProcessList(), s.toolProcessKill(), s.toolProcessLogs(), s.toolPreviewURL()}
+	var tools []mcp.Tool
+	if s.exec != nil {
+		tools = execTools(*s.exec)
+	}
+	return append(tools, s.toolReadFile(), s.toolWriteFile(), s.toolListDir(),
+		s.toolProcessList(), s.toolProcessKill(), s.toolProcessLogs(), s.toolPreviewURL())
 }
 
 // Output bounds of the tools, in bytes of text and in entries.

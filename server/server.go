@@ -105,6 +105,9 @@ type Deps struct {
 	// Server keeps a Registry of its own with the defaults, the API and
 	// proxy ports of Config reserved, which Close closes.
 	Tunnels *tunnels.Registry
+	// Exec, if not nil, offers the MCP tools exec and exec_poll over it;
+	// see ExecFuncs.
+	Exec *ExecFuncs
 }
 
 // Server serves the API. Create it with New.
@@ -129,6 +132,7 @@ type Server struct {
 	ownTunnels bool
 	preview    *previewProxy
 	mcp        *mcp.Server // nil with MCP.Off
+	exec       *ExecFuncs  // nil: no exec tools
 	exposed    exposedPorts
 	// freeSpace is files.FreeSpace; tests replace it to play a full disk.
 	freeSpace func(dir string) (int64, error)
@@ -156,7 +160,7 @@ func New(log zerolog.Logger, auth *Auth, deps Deps, cfg Config) *Server {
 	}
 	cfg.BasePath = strings.TrimRight(cfg.BasePath, "/")
 	s := &Server{log: log, auth: auth, runner: deps.Runner, procs: deps.Procs, fwd: deps.Forwarder,
-		terms: deps.Terminals, sessions: deps.Sessions, tunnels: deps.Tunnels, cfg: cfg,
+		terms: deps.Terminals, sessions: deps.Sessions, tunnels: deps.Tunnels, exec: deps.Exec, cfg: cfg,
 		router: mux.NewRouter().SkipClean(true), started: time.Now(), freeSpace: files.FreeSpace} // routePath cleans
 	if s.res = deps.Resources; s.res == nil {
 		wd, _ := os.Getwd() // "" if the directory is gone: Disk then fails, and is left out
