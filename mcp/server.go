@@ -55,14 +55,20 @@ type Server struct {
 
 	tools  []Tool
 	byName map[string]*Tool
+	// toolList is tools/list's "tools", encoded once: the tools do not
+	// change, and their schemas are most of what a list costs.
+	toolList json.RawMessage
 }
 
 // NewServer returns a Server offering tools, in that order.
 func NewServer(name, version string, tools []Tool) *Server {
 	s := &Server{Name: name, Version: version, tools: tools, byName: make(map[string]*Tool, len(tools))}
+	list := make([]map[string]any, len(tools))
 	for i := range s.tools {
 		s.byName[s.tools[i].Name] = &s.tools[i]
+		list[i] = s.tools[i].wire()
 	}
+	s.toolList, _ = json.Marshal(list) // maps of strings, schemas and raw JSON: it cannot fail
 	return s
 }
 
@@ -160,11 +166,7 @@ func (s *Server) serve(ctx context.Context, req request, h Headers) (any, *rpcEr
 	case "ping":
 		return withType(map[string]any{}, modern), nil
 	case "tools/list":
-		tools := make([]map[string]any, len(s.tools))
-		for i, t := range s.tools {
-			tools[i] = t.wire()
-		}
-		return withType(map[string]any{"tools": tools}, modern), nil
+		return withType(map[string]any{"tools": s.toolList}, modern), nil
 	case "tools/call":
 		return s.call(ctx, req.Params, modern)
 	}
