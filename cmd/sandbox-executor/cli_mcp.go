@@ -76,13 +76,21 @@ type mcpForwarder struct {
 // serve reads messages from in until it ends (nil) or ctx does, and waits
 // for the requests in flight.
 func (f *mcpForwarder) serve(ctx context.Context, in io.Reader) error {
-	r := bufio.NewReaderSize(in, 64<<10)
+	lines := make(chan mcpLine)
+	go readMCPLines(ctx, bufio.NewReaderSize(in, 64<<10), lines)
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	slots := make(chan struct{}, maxMCPInFlight)
 	for {
-		line, err := readMCPLine(r)
-		if msg := bytes.TrimSpace(line); len(msg) > 0 {
+		var l mcpLine
+		select {
+		case l = <-lines:
+		case <-ctx.Done():
+			// The reader may be blocked on stdin, which nothing can
+			// interrupt: it is left to end with the process.
+			return ctx.Err()
+		}
+		if msg := bytes.TrimSpace(l.data); len(msg) > 0 {
 			select {
 			case slots <- struct{}{}:
 			case <-ctx.Done():
@@ -92,10 +100,33 @@ func (f *mcpForwarder) serve(ctx context.Context, in io.Reader) error {
 			go f.forward(ctx, &wg, slots, msg)
 		}
 		switch {
-		case errors.Is(err, io.EOF):
+		case errors.Is(l.err, io.EOF):
 			return nil
-		case err != nil:
-			return err
+		case l.err != nil:
+			return l.err
+		}
+	}
+}
+
+// mcpLine is one line of stdin, or the error that ended it.
+type mcpLine struct {
+	data []byte
+	err  error
+}
+
+// readMCPLines sends the lines of r to lines, the last with the error
+// that ended r. It runs in its own goroutine; it ends after that line, or
+// once ctx ends and its read returns.
+func readMCPLines(ctx context.Context, r *bufio.Reader, lines chan<- mcpLine) {
+	for {
+		data, err := readMCPLine(r)
+		select {
+		case lines <- mcpLine{data, err}:
+		case <-ctx.Done():
+			return
+		}
+		if err != nil {
+			return
 		}
 	}
 }

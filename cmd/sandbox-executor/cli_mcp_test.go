@@ -1,9 +1,12 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"io"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -56,4 +59,24 @@ func TestCLIMCPUnauthorized(t *testing.T) {
 	got := replies(t, res.stdout)
 	require.Contains(t, got, "7")
 	assert.Contains(t, got["7"]["error"].(map[string]any)["message"], "401")
+}
+
+// SIGTERM (ctx) ends the forwarder even while stdin stays open and silent.
+func TestCLIMCPInterrupted(t *testing.T) {
+	a := startCLIAgent(t)
+	pr, pw := io.Pipe()
+	defer pw.Close() // ends the stdin reader, which no cancel can reach
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		o := options{stdin: pr, stdout: io.Discard}
+		done <- o.run(ctx, []string{"mcp", "-url", a.url}, getenv(a.env), io.Discard)
+	}()
+	cancel()
+	select {
+	case err := <-done:
+		assert.Equal(t, exitCodeError{exitInterrupted}, err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the forwarder did not end when its context did")
+	}
 }
