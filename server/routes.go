@@ -102,4 +102,11 @@ func (s *Server) routes() {
 	r.Handle("/list_exposed_ports", s.wrap(s.handlePortListExposed)).Methods(get)
 	r.Handle("/tunnel_ws", s.wrap(s.handleTunnelWS)).Methods(get)
 	r.Handle("/list_tunnels", s.wrap(s.handleTunnelList)).Methods(get)
+
+	// The Model Context Protocol (mcp.go): POST only, every other method
+	// 405 with Allow; absent (404) with Config.MCP.Off.
+	if s.mcp != nil {
+		r.Handle("/mcp", s.wrap(s.handleMCPPost)).Methods(post)
+		r.Handle("/mcp", s.wrap(s.handleMCPOther))
+	}
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/sandbox-executor/sandbox-executor/executor"
 	"github.com/sandbox-executor/sandbox-executor/files"
+	"github.com/sandbox-executor/sandbox-executor/mcp"
 	"github.com/sandbox-executor/sandbox-executor/procs"
 	"github.com/sandbox-executor/sandbox-executor/proxy"
 	"github.com/sandbox-executor/sandbox-executor/sessions"
@@ -84,6 +85,8 @@ type Config struct {
 	// to the app: for an agent behind an edge that sets them. Off, a
 	// client could pick any exposed port by that header.
 	TrustForwardedHost bool
+	// MCP holds the settings of the MCP endpoint, /mcp.
+	MCP MCPConfig
 }
 
 // Deps are the parts of the agent a Server drives. Every field is
@@ -102,6 +105,9 @@ type Deps struct {
 	// Server keeps a Registry of its own with the defaults, the API and
 	// proxy ports of Config reserved, which Close closes.
 	Tunnels *tunnels.Registry
+	// Exec, if not nil, offers the MCP tools exec and exec_poll over it;
+	// see ExecFuncs.
+	Exec *ExecFuncs
 }
 
 // Server serves the API. Create it with New.
@@ -125,6 +131,8 @@ type Server struct {
 	// ownTunnels is set if tunnels is the Server's own, for Close.
 	ownTunnels bool
 	preview    *previewProxy
+	mcp        *mcp.Server // nil with MCP.Off
+	exec       *ExecFuncs  // nil: no exec tools
 	exposed    exposedPorts
 	// freeSpace is files.FreeSpace; tests replace it to play a full disk.
 	freeSpace func(dir string) (int64, error)
@@ -152,7 +160,7 @@ func New(log zerolog.Logger, auth *Auth, deps Deps, cfg Config) *Server {
 	}
 	cfg.BasePath = strings.TrimRight(cfg.BasePath, "/")
 	s := &Server{log: log, auth: auth, runner: deps.Runner, procs: deps.Procs, fwd: deps.Forwarder,
-		terms: deps.Terminals, sessions: deps.Sessions, tunnels: deps.Tunnels, cfg: cfg,
+		terms: deps.Terminals, sessions: deps.Sessions, tunnels: deps.Tunnels, exec: deps.Exec, cfg: cfg,
 		router: mux.NewRouter().SkipClean(true), started: time.Now(), freeSpace: files.FreeSpace} // routePath cleans
 	if s.res = deps.Resources; s.res == nil {
 		wd, _ := os.Getwd() // "" if the directory is gone: Disk then fails, and is left out
@@ -166,6 +174,9 @@ func New(log zerolog.Logger, auth *Auth, deps Deps, cfg Config) *Server {
 		s.ownTunnels = true
 	}
 	s.preview = newPreviewProxy(s)
+	if !cfg.MCP.Off {
+		s.mcp = s.newMCP()
+	}
 	s.routes()
 	s.handler = s.requestPath()
 	return s

@@ -32,7 +32,7 @@ const (
 // rather than one of the agent's flags.
 func isCLICommand(name string) bool {
 	switch name {
-	case "exec", "logs", "cp", "tunnel", "install", "help", "version":
+	case "exec", "logs", "cp", "tunnel", "install", "help", "version", "mcp":
 		return true
 	}
 	return false
@@ -63,6 +63,8 @@ func (o options) runCLI(ctx context.Context, args []string, getenv func(string) 
 		err = c.tunnel(ctx, args[1:])
 	case "install":
 		err = c.install(args[1:])
+	case "mcp":
+		err = c.mcp(ctx, args[1:])
 	case "help":
 		err = o.help(ctx, c, args[1:])
 	case "version":

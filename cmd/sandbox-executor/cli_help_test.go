@@ -12,7 +12,7 @@ import (
 // usage and where the help is, on stderr, and exits 2.
 func TestCLIHelp(t *testing.T) {
 	for _, args := range [][]string{
-		{"exec", "-h"}, {"logs", "-h"}, {"cp", "-h"}, {"tunnel", "-h"}, {"install", "-h"}, {"exec", "--help"},
+		{"exec", "-h"}, {"logs", "-h"}, {"cp", "-h"}, {"tunnel", "-h"}, {"install", "-h"}, {"mcp", "-h"}, {"exec", "--help"},
 		{"help", "cp"}, {"cp", "-r", "-h"},
 	} {
 		r := runCLI(t, nil, nil, args...)

@@ -58,8 +58,9 @@ type config struct {
 	metricsOpen  bool          // GET /metrics without a token
 	maxTunnels   int           // tunnels open at once; 0: tunnels.Registry's default
 	trustFwdHost bool          // previews are routed by X-Forwarded-Host (set by a trusted edge) before Host
-	version      bool          // -version: print the version and exit
-	command      []string      // the sandbox's main command, after "--"; nil if none
+	mcp          server.MCPConfig
+	version      bool     // -version: print the version and exit
+	command      []string // the sandbox's main command, after "--"; nil if none
 }
 
 // newAuth returns the Auth of cfg's mode. A static Auth without a secret
@@ -96,7 +97,7 @@ func parseConfig(args []string, getenv func(string) string, output io.Writer) (c
 	fs.SetOutput(output)
 	fs.Usage = func() {
 		fmt.Fprintln(output, "usage: sandbox-executor [flags] [-- CMD ARGS...]")
-		fmt.Fprintln(output, "       sandbox-executor exec|logs|cp|tunnel|install ... (the client; each has -h)")
+		fmt.Fprintln(output, "       sandbox-executor exec|logs|cp|tunnel|install|mcp ... (the client; each has -h)")
 		fs.PrintDefaults()
 	}
 	fs.String("secret", "", "bearer `secret` (env SANDBOX_SECRET; prefer the env: arguments are visible to every process)")
@@ -125,6 +126,9 @@ func parseConfig(args []string, getenv func(string) string, output io.Writer) (c
 	fs.String("extract-timeout", "30m", "`duration` one archive may take to unpack, its upload included; past it, 408 (env SANDBOX_EXTRACT_TIMEOUT)")
 	fs.String("max-tunnels", "0", "`number` of CONNECT and WebSocket tunnels open at once; past it, 503; 0 means 1024 (env SANDBOX_MAX_TUNNELS)")
 	fs.Bool("trust-forwarded-host", false, "route previews by X-Forwarded-Host before Host, and pass X-Forwarded-Host and -Proto on to apps: only behind an edge that sets them (env SANDBOX_TRUST_FORWARDED_HOST)")
+	fs.Bool("mcp", true, "serve the Model Context Protocol at POST /mcp; false makes /mcp 404 (env SANDBOX_MCP)")
+	fs.String("mcp-tools", "", "comma-separated `tools` /mcp offers, e.g. read_file,list_dir; empty offers every one; an unknown name stops start-up (env SANDBOX_MCP_TOOLS)")
+	fs.String("mcp-origins", "", "comma-separated `origins` (https://ide.example.com) a browser may call /mcp from, besides the agent's own: an edge in front of the agent names its own here (env SANDBOX_MCP_ORIGINS)")
 	version := fs.Bool("version", false, "print the version and exit")
 	if err := fs.Parse(flagArgs); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -246,6 +250,33 @@ func (p *configParser) config() (config, error) {
 	}
 	if c.trustFwdHost, err = p.boolean("trust-forwarded-host", "SANDBOX_TRUST_FORWARDED_HOST"); err != nil {
 		return c, err
+	}
+	if c.mcp, err = p.mcp(); err != nil {
+		return c, err
+	}
+	return c, nil
+}
+
+// mcp returns the settings of /mcp: -mcp, -mcp-tools (every name a tool)
+// and -mcp-origins.
+func (p *configParser) mcp() (server.MCPConfig, error) {
+	on, err := p.boolean("mcp", "SANDBOX_MCP")
+	if err != nil {
+		return server.MCPConfig{}, err
+	}
+	list := func(name, env string) []string {
+		text, _ := p.value(name, env)
+		var out []string
+		for _, v := range strings.Split(text, ",") {
+			if v = strings.TrimSpace(v); v != "" {
+				out = append(out, v)
+			}
+		}
+		return out
+	}
+	c := server.MCPConfig{Off: !on, Tools: list("mcp-tools", "SANDBOX_MCP_TOOLS"), Origins: list("mcp-origins", "SANDBOX_MCP_ORIGINS")}
+	if err := server.CheckMCPTools(c.Tools); err != nil {
+		return c, fmt.Errorf("-mcp-tools: %w", err)
 	}
 	return c, nil
 }

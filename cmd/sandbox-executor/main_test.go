@@ -22,6 +22,7 @@ import (
 
 	"github.com/sandbox-executor/sandbox-executor/client"
 	"github.com/sandbox-executor/sandbox-executor/internal/testutil"
+	"github.com/sandbox-executor/sandbox-executor/server"
 )
 
 // agentEnv, set to 1, makes the test binary run as the agent itself: see
@@ -366,6 +367,18 @@ func TestParseConfig(t *testing.T) {
 			wantErr: `invalid trust-forwarded-host "maybe" (from SANDBOX_TRUST_FORWARDED_HOST): want true or false`},
 		{name: "bad max-tunnels", args: []string{"-max-tunnels", "-1"},
 			wantErr: `invalid max-tunnels "-1" (from -max-tunnels)`},
+		{name: "mcp on by default, every tool",
+			check: func(t *testing.T, c config) {
+				assert.Equal(t, server.MCPConfig{}, c.mcp)
+			}},
+		{name: "mcp settings", args: []string{"-mcp-tools", "read_file, list_dir"},
+			env: map[string]string{"SANDBOX_MCP": "false", "SANDBOX_MCP_ORIGINS": "https://ide.example.com"},
+			check: func(t *testing.T, c config) {
+				assert.Equal(t, server.MCPConfig{Off: true, Tools: []string{"read_file", "list_dir"},
+					Origins: []string{"https://ide.example.com"}}, c.mcp)
+			}},
+		{name: "unknown mcp tool", args: []string{"-mcp-tools", "read_file,rm_rf"},
+			wantErr: `-mcp-tools: unknown MCP tool "rm_rf"`},
 		{name: "stray argument", args: []string{"sh"},
 			wantErr: `unexpected argument "sh": the main command goes after --`},
 	}

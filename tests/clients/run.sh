@@ -2,8 +2,9 @@
 # Real clients against the agent: curl -N, Python requests, Node.js fetch and
 # the npm eventsource package (with an automatic reconnect), the ws package,
 # Node's own WebSocket (docs/API.md's example) and Python's websocket-client
-# on a terminal, and headless Chromium running examples/terminal.html, as a
-# user would run them. Usage:
+# on a terminal, headless Chromium running examples/terminal.html, and MCP
+# clients (the TypeScript SDK, the Inspector CLI, curl) on /mcp, as a user
+# would run them. Usage:
 # tests/clients/run.sh BIN (make test-clients does this).
 #
 # On a fresh Debian machine it installs what is missing (as root, with
@@ -140,6 +141,9 @@ checks=(
   "paramiko over a raw CONNECT socket, as SDKs do:check_tunnel_paramiko.sh"
   "preview proxy by path and by host: page, asset, SSE, Node ws echo:check_preview.sh"
   "curl /write_stdin --data-binary @file into sha256sum:check_curl_write_stdin.sh"
+  "MCP TypeScript SDK over Streamable HTTP and over stdio through sandbox-executor mcp:check_mcp_ts_sdk.sh"
+  "MCP Inspector CLI lists the tools and calls one:check_mcp_inspector.sh"
+  "curl JSON-RPC to /mcp at 2025-06-18, 2025-11-25 and 2026-07-28:check_mcp_curl.sh"
 )
 passed=0
 failed=0

@@ -1,0 +1,62 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+)
+
+const mcpCalls = 1000 // figure 16
+
+// sectionMCP measures figure 16: an MCP tools/list over POST /mcp against
+// GET /health, both from the same raw client, alternating. tools/list
+// costs the JSON-RPC decode and the encoding of every tool's schemas on
+// top of a request through the same layers. (The issue's other MCP
+// figure, exec of `true` against /run, waits for the exec tool.)
+func (b *bench) sectionMCP(ctx context.Context) error {
+	a, err := b.sharedAgent(ctx)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, sectionTimeout)
+	defer cancel()
+	do := func(method, path string, body []byte, want string) error {
+		req, err := a.request(ctx, method, path, body)
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		resp, err := a.hc.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		got, err := io.ReadAll(resp.Body)
+		if err == nil && (resp.StatusCode != http.StatusOK || !bytes.Contains(got, []byte(want))) {
+			err = fmt.Errorf("%s %s: %s: %.200s", method, path, resp.Status, got)
+		}
+		return err
+	}
+	list := []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
+	calls := []func() error{
+		func() error { return do(http.MethodGet, "/health", nil, `"ok"`) },
+		func() error { return do(http.MethodPost, "/mcp", list, `"read_file"`) },
+	}
+	lat, errs := alternate(ctx, mcpCalls, calls)
+	if len(lat[1]) < mcpCalls {
+		return fmt.Errorf("only %d of %d calls within the section's time", len(lat[1]), mcpCalls)
+	}
+	const ref = "GET /health"
+	f := newFigure("16 mcp", "MCP tools/list over /mcp, median", us(median(lat[1])), "µs").
+		withRef(us(median(lat[0])), ref)
+	f = f.withTarget("≤ 2× ref", f.Ratio != nil && *f.Ratio <= 2)
+	if errs.count() > 0 {
+		f = f.withTarget("≤ 2× ref, no error", false).withNote("%s", errs.String())
+	}
+	b.rep.add(f)
+	b.rep.add(newFigure("16 mcp", "MCP tools/list over /mcp, p99", us(percentile(lat[1], 99)), "µs").
+		withRef(us(percentile(lat[0], 99)), ref))
+	return nil
+}

@@ -1,0 +1,92 @@
+// The official MCP TypeScript SDK's client against the agent: over its
+// Streamable HTTP transport to /mcp (mode "http"), or over its stdio
+// transport through `sandbox-executor mcp` (mode "stdio").
+// Usage: node mcp_client.mjs http|stdio PROCESS_ID
+// (SANDBOX_URL, SANDBOX_SECRET and, for stdio, BIN in the environment).
+// PROCESS_ID is a background process for process_kill to end.
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+import Ajv2020 from "ajv/dist/2020.js";
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+
+const [mode, processId] = process.argv.slice(2);
+const url = process.env.SANDBOX_URL;
+
+function transport(token) {
+  if (mode === "stdio") {
+    return new StdioClientTransport({
+      command: process.env.BIN,
+      args: ["mcp", "-url", url],
+      env: { SANDBOX_SECRET: token, PATH: process.env.PATH },
+      stderr: "inherit",
+    });
+  }
+  return new StreamableHTTPClientTransport(new URL(url + "/mcp"), {
+    requestInit: { headers: { Authorization: `Bearer ${token}` } },
+  });
+}
+
+function check(cond, what) {
+  if (!cond) {
+    console.error(`FAIL: ${what}`);
+    process.exit(1);
+  }
+}
+
+const client = new Client({ name: "ts-sdk-check", version: "1.0.0" });
+await client.connect(transport(process.env.SANDBOX_SECRET));
+
+const { tools } = await client.listTools();
+const ajv = new Ajv2020({ strict: false });
+for (const t of tools) {
+  check(t.inputSchema.type === "object" && t.inputSchema.properties && Array.isArray(t.inputSchema.required),
+    `${t.name}'s input schema is an object schema`);
+  ajv.compile(t.inputSchema); // throws if it is not a valid JSON Schema 2020-12
+}
+
+const text = (r) => r.content.map((c) => c.text).join("");
+const dir = mkdtempSync(join(tmpdir(), "mcp-ts-"));
+const path = join(dir, "notes.txt");
+let r = await client.callTool({ name: "write_file", arguments: { path, content: "a\nb\nc\nd\ne\n" } });
+check(!r.isError, `write_file: ${text(r)}`);
+r = await client.callTool({ name: "read_file", arguments: { path, offset: 2, limit: 3 } });
+check(!r.isError && r.structuredContent.content === "b\nc\nd\n" && r.structuredContent.next_offset === 5,
+  `read_file with a line range: ${JSON.stringify(r)}`);
+r = await client.callTool({ name: "read_file", arguments: { path: join(dir, "missing") } });
+check(r.isError === true, `read_file of a missing file is an isError result: ${JSON.stringify(r)}`);
+r = await client.callTool({ name: "list_dir", arguments: { path: dir } });
+check(!r.isError && r.structuredContent.entries.some((e) => e.name === "notes.txt"), `list_dir: ${text(r)}`);
+r = await client.callTool({ name: "process_kill", arguments: { process_id: processId } });
+check(!r.isError, `process_kill: ${text(r)}`);
+r = await client.callTool({ name: "process_list", arguments: {} });
+const killed = r.structuredContent.processes.find((p) => p.id === processId);
+check(killed && killed.status !== "running", `process_list after process_kill: ${text(r)}`);
+let unknown = null;
+try {
+  await client.callTool({ name: "no_such_tool", arguments: {} });
+} catch (e) {
+  unknown = e;
+}
+check(unknown && String(unknown.message).includes("unknown tool"), `an unknown tool is a protocol error: ${unknown}`);
+await client.close();
+
+// A wrong token: the client reports the 401.
+const bad = new Client({ name: "ts-sdk-check", version: "1.0.0" });
+let refused = null;
+try {
+  await bad.connect(transport("wrong-token"));
+  await bad.listTools();
+} catch (e) {
+  refused = e;
+}
+await bad.close().catch(() => {});
+// Over HTTP the SDK's error carries the status as its code; through the
+// forwarder, the JSON-RPC error's message names it.
+check(refused && (refused.code === 401 || String(refused.message).includes("401")),
+  `a wrong token is reported as 401: ${refused}`);
+
+console.log(`${mode}: ${tools.length} tools with valid schemas; write_file, read_file lines 2-4, list_dir, ` +
+  `process_kill, an unknown tool refused; a wrong token refused with 401`);
