@@ -32,7 +32,8 @@ const (
 // rather than one of the agent's flags.
 func isCLICommand(name string) bool {
 	switch name {
-	case "exec", "logs", "cp", "tunnel", "install", "help", "version":
+	case "exec", "logs", "cp", "tunnel", "install", "help", "version",
+		"shell", "ps", "start", "kill":
 		return true
 	}
 	return false
@@ -55,6 +56,14 @@ func (o options) runCLI(ctx context.Context, args []string, getenv func(string) 
 	switch name {
 	case "exec":
 		err, failCode = c.exec(ctx, args[1:]), exitFailed
+	case "shell":
+		err, failCode = c.shell(ctx, args[1:]), exitFailed
+	case "ps":
+		err = c.ps(ctx, args[1:])
+	case "start":
+		err = c.start(ctx, args[1:])
+	case "kill":
+		err = c.kill(ctx, args[1:])
 	case "logs":
 		err = c.logs(ctx, args[1:])
 	case "cp":
@@ -89,7 +98,7 @@ func (o options) help(ctx context.Context, c *cli, args []string) error {
 	case len(args) == 1 && isCLICommand(args[0]) && args[0] != "help" && args[0] != "version":
 		return o.runCLI(ctx, []string{args[0], "-h"}, c.getenv, c.stderr)
 	}
-	fmt.Fprintf(c.stderr, "sandbox-executor help: no command %q\nusage: sandbox-executor help [exec|logs|cp|tunnel|install]\n",
+	fmt.Fprintf(c.stderr, "sandbox-executor help: no command %q\nusage: sandbox-executor help [exec|shell|ps|start|kill|logs|cp|tunnel|install]\n",
 		strings.Join(args, " "))
 	return exitCodeError{2}
 }
