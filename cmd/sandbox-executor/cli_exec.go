@@ -39,7 +39,7 @@ func (c *cli) exec(ctx context.Context, args []string) error {
 	o := addExecFlags(fs)
 	withInput := fs.Bool("i", false, "stream standard input to the command; its end closes the command's")
 	tty := fs.Bool("t", false, "run the command on a terminal (interactive programs, colours); with -i, this terminal is in raw mode meanwhile")
-	words, err := c.parse(fs, args, false)
+	words, err := c.parse(fs, splitShortFlags(args), false)
 	if err != nil {
 		return err
 	}
@@ -83,6 +83,40 @@ func (c *cli) shell(ctx context.Context, args []string) error {
 	}
 	opts.TTY, opts.Stdin = true, true
 	return c.runExec(ctx, cf, opts)
+}
+
+// splitShortFlags returns args with -it and -ti written as -i -t, as
+// docker exec users type them; the flag package knows no combined flags.
+// It stops where the flags stop: at "--", or at the first word that is
+// neither a flag nor the value of one.
+func splitShortFlags(args []string) []string {
+	out := make([]string, 0, len(args)+1)
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" || !strings.HasPrefix(a, "-") {
+			return append(out, args[i:]...)
+		}
+		switch name := strings.TrimLeft(a, "-"); {
+		case a == "-it" || a == "-ti":
+			out = append(out, "-i", "-t")
+		case isExecValueFlag(name) && i+1 < len(args):
+			out = append(out, a, args[i+1]) // its value, whatever it looks like
+			i++
+		default:
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// isExecValueFlag reports whether exec's flag name takes a value, which
+// may be the next word.
+func isExecValueFlag(name string) bool {
+	switch name {
+	case "session", "cwd", "user", "env", "timeout", "url", "token":
+		return true
+	}
+	return false
 }
 
 // execFlags are the flags exec and shell share.

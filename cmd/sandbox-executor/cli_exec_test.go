@@ -2,9 +2,11 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -15,11 +17,14 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/sandbox-executor/sandbox-executor/internal/testutil"
 )
 
 // exec is byte for byte: every byte value and 10 MiB of random bytes, on
@@ -242,4 +247,57 @@ func watchRSS(t *testing.T, pid int, peak *atomic.Int64) (stop func()) {
 		}
 	}()
 	return func() { close(done); wg.Wait() }
+}
+
+// Ctrl-C (the context's end) kills the command and exits 130.
+func TestCLIExecInterrupt(t *testing.T) {
+	a := startCLIAgent(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	stdout, stderr := &testutil.SyncBuffer{}, &testutil.SyncBuffer{}
+	errc := make(chan error, 1)
+	go func() {
+		o := options{stdin: bytes.NewReader(nil), stdout: stdout}
+		errc <- o.run(ctx, []string{"exec", "--", "echo $$; sleep 100"}, getenv(a.env), stderr)
+	}()
+	require.Eventually(t, func() bool { return strings.HasSuffix(stdout.String(), "\n") }, 10*time.Second, 10*time.Millisecond)
+	pgid, err := strconv.Atoi(strings.TrimSpace(stdout.String()))
+	require.NoError(t, err)
+	cancel()
+	select {
+	case err := <-errc:
+		assert.Equal(t, exitCodeError{exitInterrupted}, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("exec did not end after Ctrl-C")
+	}
+	require.Eventually(t, func() bool { return errors.Is(syscall.Kill(-pgid, 0), syscall.ESRCH) },
+		10*time.Second, 10*time.Millisecond, "the command's group outlived exec")
+}
+
+// -it (-ti too) asks for a terminal and streams stdin; with no command it
+// is the login shell, as shell is. Standard input that is no terminal
+// stays as it is.
+func TestCLIExecTTY(t *testing.T) {
+	a := startCLIAgent(t)
+	for _, args := range [][]string{
+		{"exec", "-it", "-env", "SHELL=/bin/sh", "-env", "PS1=$ "},
+		{"exec", "-env", "PS1=$ ", "-ti", "--", "sh"},
+		{"shell", "-env", "SHELL=/bin/sh", "-env", "PS1=$ "},
+	} {
+		r := runCLI(t, a.env, []byte("echo $((6*7)); exit 4\n"), args...)
+		assert.Equal(t, 4, r.code, "%q: %s", args, r.stderr)
+		assert.Contains(t, r.stdout, "42\r\n", "%q", args)
+	}
+}
+
+func TestSplitShortFlags(t *testing.T) {
+	for _, tt := range []struct{ in, want []string }{
+		{[]string{"-it"}, []string{"-i", "-t"}},
+		{[]string{"-ti", "--", "-it"}, []string{"-i", "-t", "--", "-it"}},
+		{[]string{"-cwd", "-it", "-it", "sh"}, []string{"-cwd", "-it", "-i", "-t", "sh"}},
+		{[]string{"ls", "-it"}, []string{"ls", "-it"}},
+		{[]string{"-cwd=/x", "-it", "ls"}, []string{"-cwd=/x", "-i", "-t", "ls"}},
+	} {
+		assert.Equal(t, tt.want, splitShortFlags(tt.in), "%q", tt.in)
+	}
 }

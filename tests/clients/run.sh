@@ -52,6 +52,9 @@ if [ -z "$PY" ]; then
 fi
 export PY
 
+# A real terminal for exec -it: tmux.
+command -v tmux >/dev/null || apt_install tmux
+
 # A headless browser for examples/terminal.html: Debian's Chromium.
 CHROMIUM=${CHROMIUM:-$(command -v chromium || true)}
 if [ -z "$CHROMIUM" ]; then
@@ -140,6 +143,8 @@ checks=(
   "paramiko over a raw CONNECT socket, as SDKs do:check_tunnel_paramiko.sh"
   "preview proxy by path and by host: page, asset, SSE, Node ws echo:check_preview.sh"
   "curl /write_stdin --data-binary @file into sha256sum:check_curl_write_stdin.sh"
+  "Python websocket-client on /exec_ws (channels, no subprotocol):check_python_exec.sh"
+  "sandbox-executor exec -it in a tmux pane (typing, resize, exit code, terminal restored):check_cli_exec_tmux.sh"
 )
 passed=0
 failed=0
