@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
@@ -239,11 +240,11 @@ type (
 // the agent shuts down (ctx ends: the group is killed, a going-away
 // close).
 //
-// Goroutines, as serveTerminal's: execInput is the only reader; pingClient
-// drops a client that answers no ping within the stall timeout; the
-// command's output is written by its pipe readers (through execOutput) or
-// by the TTY loop in this goroutine. All end with connCtx and are waited
-// for before serveExec returns.
+// Goroutines, as serveTerminal's: execInput is the only reader;
+// pingExecClient drops a client that answers no ping within the stall
+// timeout; the command's output is written by its pipe readers (through
+// execOutput) or by ttyExec.output, which x.wait waits for. The first two
+// end with connCtx and are waited for before serveExec returns.
 func (s *Server) serveExec(ctx context.Context, conn *websocket.Conn, spec execSpec) {
 	connCtx, cancelConn := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
@@ -267,10 +268,11 @@ func (s *Server) serveExec(ctx context.Context, conn *websocket.Conn, spec execS
 	if sendJSON(connCtx, conn, wsExecStarted{"started", x.pid()}) != nil {
 		kill()
 	}
-	x.begin() // output may flow now, after started
+	x.begin()            // output may flow now, after started
+	var busy atomic.Bool // the reader waits for the command to read its stdin
 	wg.Add(2)
-	go execInput(connCtx, &wg, conn, x, cancelConn)
-	go pingClient(connCtx, &wg, conn, s.cfg.KeepAlive, s.cfg.StallTimeout, cancelConn)
+	go execInput(connCtx, &wg, conn, x, &busy, cancelConn)
+	go pingExecClient(connCtx, &wg, conn, s.cfg.KeepAlive, s.cfg.StallTimeout, &busy, cancelConn)
 
 	res := x.wait()
 	if err := spec.call.Finish(&res); err != nil {

@@ -145,14 +145,16 @@ func execTermination(res executor.Result, signalled bool) executor.Termination {
 // execInput is the connection's only reader. It runs in its own
 // goroutine; it ends when the connection closes or fails, or ctx ends,
 // and then calls gone: a client that leaves has its command killed.
-func execInput(ctx context.Context, wg *sync.WaitGroup, conn *websocket.Conn, x execution, gone context.CancelFunc) {
+func execInput(ctx context.Context, wg *sync.WaitGroup, conn *websocket.Conn, x execution, busy *atomic.Bool, gone context.CancelFunc) {
 	defer wg.Done()
 	defer gone()
 	for {
 		typ, data, err := conn.Read(ctx)
 		if err == nil {
 			if typ == websocket.MessageBinary {
+				busy.Store(true)
 				err = execFrame(ctx, x, data)
+				busy.Store(false)
 			} else {
 				err = execControl(x, data)
 			}
@@ -162,6 +164,36 @@ func execInput(ctx context.Context, wg *sync.WaitGroup, conn *websocket.Conn, x 
 			if errors.As(err, &pe) {
 				_ = conn.Close(websocket.StatusPolicyViolation, pe.reason())
 			}
+			return
+		}
+	}
+}
+
+// pingExecClient is pingClient for /exec_ws, whose reader may wait for
+// the command to read its stdin: while it does (busy), nobody reads the
+// client's pongs, so a ping left unanswered then does not count. A
+// command that ends, or reads, lets the reader go on.
+//
+// pingExecClient runs in its own goroutine, one per connection; it ends
+// when ctx ends or it drops the client.
+func pingExecClient(ctx context.Context, wg *sync.WaitGroup, conn *websocket.Conn, interval, timeout time.Duration, busy *atomic.Bool, drop context.CancelFunc) {
+	defer wg.Done()
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if busy.Load() {
+			continue
+		}
+		pctx, cancel := context.WithTimeout(ctx, timeout)
+		err := conn.Ping(pctx)
+		cancel()
+		if err != nil && !busy.Load() && ctx.Err() == nil {
+			drop()
 			return
 		}
 	}

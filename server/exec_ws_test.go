@@ -336,3 +336,33 @@ func procIOField(t *testing.T, pid int, name string) int64 {
 	t.Fatalf("no %s in /proc/%d/io", name, pid)
 	return 0
 }
+
+// A command that reads none of its stdin for a while holds the reader,
+// and with it the client's pongs: the client is not dropped for that.
+// Pings every 50 ms that must be answered within 300 ms would drop it
+// several times over during the 2 s the command sleeps.
+func TestExecWSStdinWaitKeepsClient(t *testing.T) {
+	ts, _ := newTestServer(t, testServer{cfg: Config{KeepAlive: 50 * time.Millisecond, StallTimeout: 300 * time.Millisecond}})
+	data := make([]byte, 4<<20) // more than the pipe and the socket buffers hold
+	_, _ = rand.Read(data)
+	w := dialExec(t, ts, map[string]any{"cmd": "sleep 2; sha256sum", "stdin": true})
+	require.True(t, w.readUntil(func() bool { return w.pid != 0 }))
+	sent := make(chan error, 1)
+	go func() {
+		var err error
+		for b := data; len(b) > 0 && err == nil; {
+			n := min(len(b), 64<<10)
+			err = w.c.Write(t.Context(), websocket.MessageBinary, append([]byte{execStdin}, b[:n]...))
+			b = b[n:]
+		}
+		if err == nil {
+			err = w.c.Write(t.Context(), websocket.MessageBinary, []byte{execClose, execStdin})
+		}
+		sent <- err
+	}()
+	w.toEnd()
+	require.NoError(t, <-sent)
+	sum := sha256.Sum256(data)
+	assert.Equal(t, hex.EncodeToString(sum[:])+"  -\n", string(w.stdout))
+	assert.Equal(t, 0, w.code())
+}
