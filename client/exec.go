@@ -46,12 +46,16 @@ type ExecConn struct {
 	ws     *websocket.Conn
 	pid    int
 	exited bool
+	buf    []byte // the last output frame: ExecEvent.Data points into it
+	frame  []byte // WriteStdin's frame, reused
 }
 
 // ExecEvent is one thing an ExecConn read: output, or the exit.
 type ExecEvent struct {
 	Stream Stream // Stdout or Stderr, with Data
-	Data   []byte // raw bytes, as the command wrote them
+	// Data is raw bytes, as the command wrote them. It is only valid
+	// until the next Read, which reuses its memory.
+	Data []byte
 	// Exit is set on the last event, once every output byte has been read.
 	Exit *ExecExit
 }
@@ -152,13 +156,17 @@ func (x *ExecConn) PID() int { return x.pid }
 // command is then killed.
 func (x *ExecConn) Read(ctx context.Context) (ExecEvent, error) {
 	for {
-		typ, b, err := x.ws.Read(ctx)
+		typ, r, err := x.ws.Reader(ctx)
+		if err == nil {
+			x.buf, err = readMessage(r, x.buf[:0])
+		}
 		if err != nil {
 			if x.exited {
 				return ExecEvent{}, io.EOF
 			}
 			return ExecEvent{}, err
 		}
+		b := x.buf
 		if typ == websocket.MessageBinary {
 			if len(b) == 0 || (b[0] != 1 && b[0] != 2) {
 				continue // a channel this client does not know
@@ -177,13 +185,31 @@ func (x *ExecConn) Read(ctx context.Context) (ExecEvent, error) {
 	}
 }
 
+// readMessage appends what r holds to buf, growing it as needed (the
+// connection's read limit bounds it), and returns it.
+func readMessage(r io.Reader, buf []byte) ([]byte, error) {
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, make([]byte, max(64<<10, cap(buf)))...)[:len(buf)]
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if errors.Is(err, io.EOF) {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+	}
+}
+
 // WriteStdin sends p to the command's stdin as one frame (at most 1 MiB
 // less a byte); the agent writes it whole before what follows, so this
-// waits, through the connection, for the command to read.
+// waits, through the connection, for the command to read. Calls must not
+// overlap.
 func (x *ExecConn) WriteStdin(ctx context.Context, p []byte) error {
-	f := make([]byte, 1+len(p))
-	copy(f[1:], p)
-	return x.ws.Write(ctx, websocket.MessageBinary, f)
+	x.frame = append(append(x.frame[:0], 0), p...)
+	return x.ws.Write(ctx, websocket.MessageBinary, x.frame)
 }
 
 // CloseStdin closes the command's stdin after what was written: it reads

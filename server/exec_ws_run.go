@@ -1,10 +1,10 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -27,8 +27,9 @@ type execution interface {
 	// wait returns how the command ended, once all its output was sent.
 	wait() executor.Result
 	termination(executor.Result) executor.Termination
-	// input writes b to the command's stdin, waiting for it to read.
-	input(ctx context.Context, b []byte) error
+	// input copies r, one stdin frame, to the command's stdin, waiting
+	// for it to read. What it does not take, the caller drains.
+	input(ctx context.Context, r io.Reader) error
 	closeInput() error
 	resize(cols, rows uint16) error
 	signal(sig syscall.Signal) error
@@ -94,11 +95,11 @@ func (x *pipeExec) termination(res executor.Result) executor.Termination {
 	return execTermination(res, x.signalled.Load())
 }
 
-func (x *pipeExec) input(ctx context.Context, b []byte) error {
+func (x *pipeExec) input(ctx context.Context, r io.Reader) error {
 	if !x.stdin {
 		return nil // the request did not ask for stdin: ignored
 	}
-	_, err := x.p.WriteStdin(ctx, bytes.NewReader(b), 0)
+	_, err := x.p.WriteStdin(ctx, r, 0)
 	if errors.Is(err, executor.ErrStdinClosed) {
 		return nil // closed, or the command ended: dropped, as a pipe would
 	}
@@ -149,15 +150,24 @@ func execInput(ctx context.Context, wg *sync.WaitGroup, conn *websocket.Conn, x 
 	defer wg.Done()
 	defer gone()
 	for {
-		typ, data, err := conn.Read(ctx)
+		typ, r, err := conn.Reader(ctx)
 		if err == nil {
 			if typ == websocket.MessageBinary {
 				busy.Store(true)
-				err = execFrame(ctx, x, data)
+				err = execFrame(ctx, x, r)
 				busy.Store(false)
 			} else {
-				err = execControl(x, data)
+				var b []byte
+				if b, err = io.ReadAll(r); err == nil { // the read limit bounds it
+					err = execControl(x, b)
+				}
 			}
+		}
+		if err == nil {
+			// What the frame's handler did not take (input to a command
+			// without stdin, or that closed it) is dropped: the next
+			// frame can only be read after it.
+			_, err = io.Copy(io.Discard, r)
 		}
 		if err != nil {
 			var pe *wsProtocolError
@@ -199,21 +209,30 @@ func pingExecClient(ctx context.Context, wg *sync.WaitGroup, conn *websocket.Con
 	}
 }
 
-// execFrame applies one binary frame from the client.
-func execFrame(ctx context.Context, x execution, data []byte) error {
-	if len(data) == 0 {
-		return protocolErrorf("a binary frame starts with its channel byte")
+// execFrame applies one binary frame from the client, read from r as it
+// arrives: a stdin frame streams into the command, never held whole.
+func execFrame(ctx context.Context, x execution, r io.Reader) error {
+	var ch [2]byte
+	if _, err := io.ReadFull(r, ch[:1]); err != nil {
+		if errors.Is(err, io.EOF) {
+			return protocolErrorf("a binary frame starts with its channel byte")
+		}
+		return err
 	}
-	switch data[0] {
+	switch ch[0] {
 	case execStdin:
-		return x.input(ctx, data[1:])
+		return x.input(ctx, r)
 	case execClose:
-		if len(data) == 2 && data[1] == execStdin {
+		n, err := io.ReadFull(r, ch[1:])
+		if n == 1 && ch[1] == execStdin {
 			return x.closeInput()
+		}
+		if err != nil && !errors.Is(err, io.EOF) {
+			return err
 		}
 		return nil // closing stdout or stderr: ignored, as Kubernetes does
 	}
-	return protocolErrorf("channel %d is not the client's: send stdin on 0, close on 255", data[0])
+	return protocolErrorf("channel %d is not the client's: send stdin on 0, close on 255", ch[0])
 }
 
 // execControl applies one control message: resize or signal.
@@ -345,8 +364,8 @@ func (x *ttyExec) termination(res executor.Result) executor.Termination {
 	return execTermination(res, x.signalled.Load())
 }
 
-func (x *ttyExec) input(ctx context.Context, b []byte) error {
-	_, _ = x.master.Write(b) // an error means the terminal is gone: the exit is on its way
+func (x *ttyExec) input(ctx context.Context, r io.Reader) error {
+	_, _ = io.Copy(x.master, r) // an error means the terminal is gone: the exit is on its way
 	return nil
 }
 
