@@ -151,11 +151,11 @@ func (c *cli) printHelp(fs *cmdFlags) {
 	fs.SetOutput(io.Discard)
 }
 
-// usageError reports a wrong use of a subcommand: one line that says
-// what is wrong, one with the usage and where the help is; exit code 2,
-// as the flag package's.
+// usageError reports a wrong use of a subcommand on one line: what is
+// wrong, the usage, and where the help is; exit code 2, as the flag
+// package's.
 func (c *cli) usageError(fs *cmdFlags, format string, args ...any) error {
-	fmt.Fprintf(c.stderr, "%s: %s\nusage: %s %s (%s -h for help)\n", fs.Name(), fmt.Sprintf(format, args...),
+	fmt.Fprintf(c.stderr, "%s: %s; usage: %s %s (see %s -h)\n", fs.Name(), fmt.Sprintf(format, args...),
 		fs.Name(), fs.usage, fs.Name())
 	return exitCodeError{2}
 }
