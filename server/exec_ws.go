@@ -56,6 +56,10 @@ type execSpec struct {
 	cols    uint16
 	rows    uint16
 	timeout time.Duration
+	// touch marks a TTY command's session used, at its input and output
+	// (as a terminal's WebSocket does); nil outside a session. A pipe
+	// command's session is in use while its Call runs.
+	touch func()
 }
 
 // handleExecWS serves GET /exec_ws: a command whose stdin, stdout and
@@ -166,6 +170,11 @@ func (s *Server) execSpec(req execRequest) (execSpec, error) {
 		return spec, err
 	}
 	spec.cmd = c
+	if req.Session != "" {
+		if spec.touch, err = s.sessions.Toucher(req.Session); err != nil {
+			return spec, err
+		}
+	}
 	if _, ok := c.Env["TERM"]; !ok {
 		c.Env = mergeEnv(map[string]string{"TERM": "xterm-256color"}, c.Env)
 		spec.cmd.Env = c.Env

@@ -283,10 +283,11 @@ type ttyExec struct {
 	p         *executor.Process
 	master    *os.File
 	ready     chan struct{}
-	done      chan struct{} // closed by ttyOutput once res is set
+	done      chan struct{} // closed by output once res is set
 	res       executor.Result
 	timedOut  atomic.Bool
 	signalled atomic.Bool
+	touch     func() // marks the session used; see execSpec.touch
 }
 
 // startTTYExec starts spec on a new pseudo-terminal, and ttyOutput to
@@ -298,7 +299,10 @@ func (s *Server) startTTYExec(runCtx context.Context, conn *websocket.Conn, conn
 	if err != nil {
 		return nil, err
 	}
-	x := &ttyExec{p: p, master: master, ready: ready, done: make(chan struct{})}
+	x := &ttyExec{p: p, master: master, ready: ready, done: make(chan struct{}), touch: spec.touch}
+	if x.touch == nil {
+		x.touch = func() {}
+	}
 	go x.output(runCtx, connCtx, conn, spec.timeout)
 	return x, nil
 }
@@ -328,6 +332,9 @@ func (x *ttyExec) output(runCtx, connCtx context.Context, conn *websocket.Conn, 
 	failed := false
 	for {
 		n, err := x.master.Read(buf[1:])
+		if n > 0 {
+			x.touch()
+		}
 		if n > 0 && !failed && conn.Write(connCtx, websocket.MessageBinary, buf[:1+n]) != nil {
 			failed = true // the client left; connCtx's end kills the command
 		}
@@ -365,6 +372,7 @@ func (x *ttyExec) termination(res executor.Result) executor.Termination {
 }
 
 func (x *ttyExec) input(ctx context.Context, r io.Reader) error {
+	x.touch()
 	_, _ = io.Copy(x.master, r) // an error means the terminal is gone: the exit is on its way
 	return nil
 }

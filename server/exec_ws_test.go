@@ -366,3 +366,30 @@ func TestExecWSStdinWaitKeepsClient(t *testing.T) {
 	assert.Equal(t, hex.EncodeToString(sum[:])+"  -\n", string(w.stdout))
 	assert.Equal(t, 0, w.code())
 }
+
+// In a session: a pipe command's cd and export are kept for the next;
+// argv runs through the session's shell; a TTY command starts from the
+// session's state and keeps the session in use while it is typed in.
+func TestExecWSSession(t *testing.T) {
+	ts, _ := newTestServer(t, testServer{})
+	code, body := call(t, ts, "POST", "/create_session", map[string]any{"id": "s", "idle_timeout": 0.3})
+	require.Equal(t, 201, code, body)
+	w := dialExec(t, ts, map[string]any{"cmd": "cd / && export X=kept", "session": "s"})
+	w.toEnd()
+	require.Equal(t, 0, w.code())
+	w = dialExec(t, ts, map[string]any{"argv": []string{"sh", "-c", `echo "$PWD $X"`}, "session": "s"})
+	w.toEnd()
+	assert.Equal(t, "/ kept\n", string(w.stdout))
+
+	w = dialExec(t, ts, map[string]any{"cmd": "read a; read b; echo \"$PWD $X $b\"", "tty": true, "session": "s"})
+	for i := range 8 { // 0.8 s of typing, past the idle timeout of 0.3 s
+		time.Sleep(100 * time.Millisecond) // typing pace
+		if i == 0 || i == 7 {
+			w.send(execStdin, []byte("go\r"))
+		}
+		w.send(execStdin, nil)
+	}
+	w.toEnd()
+	assert.Equal(t, 0, w.code(), string(w.stdout))
+	assert.Contains(t, string(w.stdout), "/ kept go")
+}
