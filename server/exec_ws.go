@@ -268,6 +268,7 @@ func (s *Server) serveExec(ctx context.Context, conn *websocket.Conn, spec execS
 
 	x, err := s.startExec(runCtx, conn, connCtx, spec)
 	if err != nil {
+		_ = spec.call.Finish(nil) // nothing ran, nothing to commit
 		if !isClientStartError(err) {
 			s.log.Warn().Err(err).Msg("exec_ws: command did not start")
 		}
