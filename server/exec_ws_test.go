@@ -393,3 +393,25 @@ func TestExecWSSession(t *testing.T) {
 	assert.Equal(t, 0, w.code(), string(w.stdout))
 	assert.Contains(t, string(w.stdout), "/ kept go")
 }
+
+// At shutdown the commands' groups are killed and the agent closes with
+// 1001, going away, with no exit message.
+func TestExecWSShutdown(t *testing.T) {
+	base, shutdown := context.WithCancel(context.Background())
+	defer shutdown()
+	ts, _ := newTestServer(t, testServer{base: base})
+	var ws []*wsExec
+	for _, tty := range []bool{false, true} {
+		w := dialExec(t, ts, map[string]any{"cmd": "sleep 100", "tty": tty})
+		require.True(t, w.readUntil(func() bool { return w.pid != 0 }))
+		ws = append(ws, w)
+	}
+	shutdown()
+	for _, w := range ws {
+		w.toEnd()
+		assert.Equal(t, websocket.StatusGoingAway, w.close)
+		assert.Nil(t, w.exit)
+		require.Eventually(t, func() bool { return errors.Is(syscall.Kill(-w.pid, 0), syscall.ESRCH) },
+			10*time.Second, 10*time.Millisecond)
+	}
+}
