@@ -27,8 +27,9 @@ writes them (binary output, CRLF and a last line without a newline
 included). Standard input is not sent, unless -i: then it streams as it
 comes (a pipe, a file, a terminal) and its end closes the command's.
 -t runs the command on a terminal of the agent, sized as this one and
-following its size, with this terminal in raw mode meanwhile (restored on
-exit); -it with no command is an interactive login shell, as shell.
+following its size; -it also puts this terminal in raw mode meanwhile
+(restored however exec ends), so that every key, Ctrl-C included, goes to
+the command. -it with no command is an interactive login shell, as shell.
 `
 
 // exec runs "sandbox-executor exec": a command on the agent over
