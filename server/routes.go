@@ -89,6 +89,8 @@ func (s *Server) routes() {
 	r.Handle("/kill_terminal", s.wrap(s.handleTerminalKill)).Methods(post)
 	r.Handle("/terminal_ws", s.wrap(s.handleTerminalWS)).Methods(get)
 
+	r.Handle("/exec_ws", s.wrap(s.handleExecWS)).Methods(get)
+
 	// Metrics (metrics.go, stats.go): /metrics is open with
 	// Config.MetricsOpen, /stats never.
 	r.Handle("/metrics", s.wrap(s.handleMetrics)).Methods(get)

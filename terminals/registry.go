@@ -370,3 +370,10 @@ func (r *Registry) Close(ctx context.Context) error {
 	// seconds, even if ctx ends first.
 	return waitgroup.Wait(ctx, &r.wg)
 }
+
+// LoginShell returns the login shell a terminal without a command runs
+// for env and base (see Spec.Env and Spec.BaseEnv): $SHELL if it is an
+// executable file, else /bin/bash if present, else /bin/sh.
+func (r *Registry) LoginShell(env map[string]string, base []string) string {
+	return r.loginShell(env, base)
+}

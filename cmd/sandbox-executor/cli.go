@@ -32,7 +32,8 @@ const (
 // rather than one of the agent's flags.
 func isCLICommand(name string) bool {
 	switch name {
-	case "exec", "logs", "cp", "tunnel", "install", "help", "version", "mcp":
+	case "exec", "logs", "cp", "tunnel", "install", "help", "version", "mcp",
+		"shell", "ps", "start", "kill":
 		return true
 	}
 	return false
@@ -55,6 +56,14 @@ func (o options) runCLI(ctx context.Context, args []string, getenv func(string) 
 	switch name {
 	case "exec":
 		err, failCode = c.exec(ctx, args[1:]), exitFailed
+	case "shell":
+		err, failCode = c.shell(ctx, args[1:]), exitFailed
+	case "ps":
+		err = c.ps(ctx, args[1:])
+	case "start":
+		err = c.start(ctx, args[1:])
+	case "kill":
+		err = c.kill(ctx, args[1:])
 	case "logs":
 		err = c.logs(ctx, args[1:])
 	case "cp":
@@ -91,7 +100,7 @@ func (o options) help(ctx context.Context, c *cli, args []string) error {
 	case len(args) == 1 && isCLICommand(args[0]) && args[0] != "help" && args[0] != "version":
 		return o.runCLI(ctx, []string{args[0], "-h"}, c.getenv, c.stderr)
 	}
-	fmt.Fprintf(c.stderr, "sandbox-executor help: no command %q\nusage: sandbox-executor help [exec|logs|cp|tunnel|install]\n",
+	fmt.Fprintf(c.stderr, "sandbox-executor help: no command %q\nusage: sandbox-executor help [exec|shell|ps|start|kill|logs|cp|tunnel|install]\n",
 		strings.Join(args, " "))
 	return exitCodeError{2}
 }
@@ -144,11 +153,11 @@ func (c *cli) printHelp(fs *cmdFlags) {
 	fs.SetOutput(io.Discard)
 }
 
-// usageError reports a wrong use of a subcommand: one line that says
-// what is wrong, one with the usage and where the help is; exit code 2,
-// as the flag package's.
+// usageError reports a wrong use of a subcommand on one line: what is
+// wrong, the usage, and where the help is; exit code 2, as the flag
+// package's.
 func (c *cli) usageError(fs *cmdFlags, format string, args ...any) error {
-	fmt.Fprintf(c.stderr, "%s: %s\nusage: %s %s (%s -h for help)\n", fs.Name(), fmt.Sprintf(format, args...),
+	fmt.Fprintf(c.stderr, "%s: %s; usage: %s %s (see %s -h)\n", fs.Name(), fmt.Sprintf(format, args...),
 		fs.Name(), fs.usage, fs.Name())
 	return exitCodeError{2}
 }

@@ -5,116 +5,253 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/sandbox-executor/sandbox-executor/client"
 )
 
-const execDoc = `Runs CMD on the agent with sh -c, prints its stdout and stderr here as it
-runs (each to its own), and exits with its exit code: 124 if -timeout
-stopped it, 128+n if signal n ended it, 125 if it could not be run (no
-agent, a refused token, a lost connection), 130 after Ctrl-C, which also
-kills it. Several words are joined with spaces, as ssh does, so quote
-what the remote shell must see whole: exec -- 'cd /app && make'. Standard
-input is not sent, unless -i: then it is read to its end and sent as the
-command's input before the command starts (text, at most 64 MiB: copy
-binary data with cp and redirect it). Lines come as the agent reads them:
-a line longer than 32 KiB arrives in pieces, each printed on a line of
-its own.
+const execDoc = `Runs a command on the agent, as docker exec and kubectl exec do, and exits
+with its exit code: 124 if -timeout stopped it, 128+n if signal n ended it,
+125 if it could not be run (no agent, a refused token, a refused request, a
+lost connection), 130 after Ctrl-C, which also kills it.
+
+  exec -- 'cd /app && make'     one word: a shell command, run with sh -c
+  exec -- ls -la "/tmp/a file"  several words: the program and its arguments,
+                                exactly, with no shell in between
+
+Its stdout and stderr come here byte for byte, each to its own, as it
+writes them (binary output, CRLF and a last line without a newline
+included). Standard input is not sent, unless -i: then it streams as it
+comes (a pipe, a file, a terminal) and its end closes the command's.
+-t runs the command on a terminal of the agent, sized as this one and
+following its size; -it also puts this terminal in raw mode meanwhile
+(restored however exec ends), so that every key, Ctrl-C included, goes to
+the command. -it with no command is an interactive login shell, as shell.
 `
 
-// maxExecInput bounds what exec -i reads of standard input: the agent's
-// default body limit.
-const maxExecInput = 64 << 20
-
-// exec runs "sandbox-executor exec": a command on the agent through
-// /run_streaming, its output printed live.
+// exec runs "sandbox-executor exec": a command on the agent over
+// /exec_ws, its output copied here as it comes.
 func (c *cli) exec(ctx context.Context, args []string) error {
 	fs := c.flagSet("exec", "[flags] [--] CMD [ARG...]", execDoc)
 	cf := addConnFlags(fs.FlagSet)
-	session := fs.String("session", "", "run CMD in this `session` of the agent, where cd and export last between commands; it is created if it does not exist")
-	cwd := fs.String("cwd", "", "the command's working `directory` on the agent (default: the agent's own)")
-	env := envFlag{}
-	fs.Var(env, "env", "set `NAME=VALUE` in the command's environment; repeat for more")
-	timeout := fs.String("timeout", "", "kill the command's process group after this `duration` (30s, 5m, or a number of seconds)")
-	withInput := fs.Bool("i", false, "send standard input, read to its end, as the command's input (text, at most 64 MiB)")
-	words, err := c.parse(fs, args, false)
+	o := addExecFlags(fs)
+	withInput := fs.Bool("i", false, "stream standard input to the command; its end closes the command's")
+	tty := fs.Bool("t", false, "run the command on a terminal (interactive programs, colours); with -i, this terminal is in raw mode meanwhile")
+	words, err := c.parse(fs, splitShortFlags(args), false)
 	if err != nil {
 		return err
 	}
-	if len(words) == 0 {
-		return c.usageError(fs, "no command given")
+	opts, err := o.options(c, fs)
+	if err != nil {
+		return err
 	}
-	cmd := client.Command{Cmd: strings.Join(words, " "), Cwd: *cwd, Env: env, Session: *session}
-	if *timeout != "" {
-		if cmd.Timeout, err = parseTimeout(*timeout); err != nil {
-			return c.usageError(fs, "invalid -timeout %q: want a positive duration such as 30s or 5m, or a number of seconds", *timeout)
+	opts.TTY, opts.Stdin = *tty, *withInput
+	switch {
+	case len(words) == 1:
+		opts.Cmd = words[0]
+	case len(words) > 1:
+		opts.Argv = words
+	case !*tty || !*withInput:
+		return c.usageError(fs, "no command given (only -it runs the login shell)")
+	}
+	return c.runExec(ctx, cf, opts)
+}
+
+const shellDoc = `Runs an interactive login shell on the agent, on a terminal sized as this
+one, with this terminal in raw mode until it exits (as exec -it with no
+command). With -session, the session's user's shell, in its directory and
+environment. Exits with the shell's exit code.
+`
+
+// shell runs "sandbox-executor shell": exec -it of the login shell.
+func (c *cli) shell(ctx context.Context, args []string) error {
+	fs := c.flagSet("shell", "[flags]", shellDoc)
+	cf := addConnFlags(fs.FlagSet)
+	o := addExecFlags(fs)
+	words, err := c.parse(fs, args, true)
+	if err != nil {
+		return err
+	}
+	if len(words) > 0 {
+		return c.usageError(fs, "shell takes no arguments; run a command with exec -it -- CMD")
+	}
+	opts, err := o.options(c, fs)
+	if err != nil {
+		return err
+	}
+	opts.TTY, opts.Stdin = true, true
+	return c.runExec(ctx, cf, opts)
+}
+
+// splitShortFlags returns args with -it and -ti written as -i -t, as
+// docker exec users type them; the flag package knows no combined flags.
+// It stops where the flags stop: at "--", or at the first word that is
+// neither a flag nor the value of one.
+func splitShortFlags(args []string) []string {
+	out := make([]string, 0, len(args)+1)
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" || !strings.HasPrefix(a, "-") {
+			return append(out, args[i:]...)
+		}
+		switch name := strings.TrimLeft(a, "-"); {
+		case a == "-it" || a == "-ti":
+			out = append(out, "-i", "-t")
+		case isExecValueFlag(name) && i+1 < len(args):
+			out = append(out, a, args[i+1]) // its value, whatever it looks like
+			i++
+		default:
+			out = append(out, a)
 		}
 	}
+	return out
+}
 
-	if *withInput {
-		if cmd.Input, err = c.readInput(); err != nil {
-			return err
+// isExecValueFlag reports whether exec's flag name takes a value, which
+// may be the next word.
+func isExecValueFlag(name string) bool {
+	switch name {
+	case "session", "cwd", "user", "env", "timeout", "url", "token":
+		return true
+	}
+	return false
+}
+
+// execFlags are the flags exec and shell share.
+type execFlags struct {
+	session, cwd, user, timeout *string
+	env                         envFlag
+}
+
+func addExecFlags(fs *cmdFlags) *execFlags {
+	o := &execFlags{env: envFlag{}}
+	o.session = fs.String("session", "", "run in this `session` of the agent, where cd and export last between commands; it is created if it does not exist")
+	o.cwd = fs.String("cwd", "", "the command's working `directory` on the agent (default: the agent's own, or the session's)")
+	o.user = fs.String("user", "", "run as this `user` (a name or a uid; the agent must run as root)")
+	fs.Var(o.env, "env", "set `NAME=VALUE` in the command's environment; repeat for more")
+	o.timeout = fs.String("timeout", "", "kill the command's process group after this `duration` (30s, 5m, or a number of seconds)")
+	return o
+}
+
+// options returns the ExecOptions the flags say.
+func (o *execFlags) options(c *cli, fs *cmdFlags) (client.ExecOptions, error) {
+	opts := client.ExecOptions{Cwd: *o.cwd, Env: o.env, Session: *o.session, User: *o.user}
+	if *o.timeout != "" {
+		var err error
+		if opts.Timeout, err = parseTimeout(*o.timeout); err != nil {
+			return opts, c.usageError(fs, "invalid -timeout %q: want a positive duration such as 30s or 5m, or a number of seconds", *o.timeout)
 		}
 	}
+	return opts, nil
+}
 
-	out := newLineOut(c.stdout, c.stderr)
-	defer out.flush()
-	cl, err := c.connect(cf, func() { out.flush() })
+// runExec runs opts on the agent cf names and copies its output here; see
+// execDoc. Its error is an exitCodeError with the command's code, or what
+// went wrong (125).
+func (c *cli) runExec(ctx context.Context, cf *connFlags, opts client.ExecOptions) error {
+	cl, err := c.connect(cf, nil)
 	if err != nil {
 		return err
 	}
 	defer cl.CloseIdleConnections()
-	if cmd.Session != "" {
-		if _, _, err := cl.CreateSession(ctx, client.SessionConfig{ID: cmd.Session, Reuse: true}); err != nil {
+	if opts.Session != "" {
+		if _, _, err := cl.CreateSession(ctx, client.SessionConfig{ID: opts.Session, Reuse: true}); err != nil {
 			return err
 		}
 	}
-	for ev, err := range cl.RunStream(ctx, cmd) {
+	local := c.localTerminal(opts.TTY)
+	if local != nil {
+		opts.Cols, opts.Rows = local.size()
+	}
+	x, err := cl.Exec(ctx, opts)
+	if err != nil {
+		return execError(err)
+	}
+	defer x.Close() // before the exit, this kills the command
+	if local != nil && opts.Stdin {
+		restore, err := local.makeRaw()
 		if err != nil {
-			out.flush()
 			return err
 		}
-		if ev.Type == client.EventOutput {
-			if out.line(ev.Stream, nil, ev.Data) != nil {
-				return out.err // stdout was closed: the command is of no more use
-			}
-			continue
-		}
-		// complete
-		if ev.Message != "" {
-			out.note("%s", ev.Message)
-		}
-		if ev.Truncated {
-			out.note("the agent dropped part of the output")
-		}
-		if err := out.flush(); err != nil {
-			return err
-		}
-		if ev.Code != 0 {
-			return exitCodeError{ev.Code}
-		}
-		return nil
+		defer restore() // on every way out, a panic's included
 	}
-	return nil // not reached: the sequence ends with complete or an error
+	if local != nil {
+		stop := local.followSize(ctx, x)
+		defer stop()
+	}
+	if opts.Stdin {
+		// sendStdin is not waited for: a read of a terminal or a pipe
+		// cannot be interrupted, and the process exits once exec returns.
+		// It ends by itself at the input's end or when the connection
+		// closes.
+		go sendStdin(context.WithoutCancel(ctx), x, c.stdin)
+	}
+	return c.copyOutput(ctx, x, opts.Timeout)
 }
 
-// readInput reads standard input for exec -i: text, since it travels as
-// a JSON string, which would replace what is not UTF-8.
-func (c *cli) readInput() (string, error) {
-	in, err := io.ReadAll(io.LimitReader(c.stdin, maxExecInput+1))
-	switch {
-	case err != nil:
-		return "", fmt.Errorf("reading standard input: %w", err)
-	case len(in) > maxExecInput:
-		return "", fmt.Errorf("standard input is over %d MiB: copy it with cp and redirect it", maxExecInput>>20)
-	case !utf8.Valid(in):
-		return "", errors.New("standard input is not UTF-8 text, which -i sends: copy it with cp and redirect it")
+// execError makes a failed connection read as "cannot reach the agent".
+func execError(err error) error {
+	var ce *client.ConnError
+	var op *net.OpError
+	if errors.As(err, &ce) && errors.As(ce.Err, &op) {
+		return &client.ConnError{URL: ce.URL, Err: op}
 	}
-	return string(in), nil
+	return err
+}
+
+// copyOutput writes the command's stdout and stderr here as they come,
+// and returns its exit.
+func (c *cli) copyOutput(ctx context.Context, x *client.ExecConn, timeout time.Duration) error {
+	for {
+		ev, err := x.Read(ctx)
+		switch {
+		case errors.Is(err, io.EOF):
+			return nil // not reached: the exit comes first
+		case err != nil:
+			if ctx.Err() != nil {
+				return exitCodeError{exitInterrupted} // Ctrl-C: closing the connection kills the command
+			}
+			return fmt.Errorf("the connection to the agent broke: %w", err)
+		case ev.Exit != nil:
+			if ev.Exit.Termination.Reason == "timeout" {
+				fmt.Fprintf(c.stderr, "sandbox-executor: command timed out after %s\n", timeout)
+			}
+			if ev.Exit.Code != 0 {
+				return exitCodeError{ev.Exit.Code}
+			}
+			return nil
+		}
+		w := c.stdout
+		if ev.Stream == client.Stderr {
+			w = c.stderr
+		}
+		if _, err := w.Write(ev.Data); err != nil {
+			return err // stdout was closed: the command is of no more use
+		}
+	}
+}
+
+// execStdinChunk is how much of standard input one frame carries.
+const execStdinChunk = 64 << 10
+
+// sendStdin sends what r gives to the command's stdin as it comes, then
+// closes it at r's end. It runs in its own goroutine; it ends at r's end
+// or error, or once the connection is closed.
+func sendStdin(ctx context.Context, x *client.ExecConn, r io.Reader) {
+	buf := make([]byte, execStdinChunk)
+	for {
+		n, err := r.Read(buf)
+		if n > 0 && x.WriteStdin(ctx, buf[:n]) != nil {
+			return
+		}
+		if err != nil {
+			_ = x.CloseStdin(ctx)
+			return
+		}
+	}
 }
 
 // parseTimeout reads a positive duration, written as Go writes one (30s,

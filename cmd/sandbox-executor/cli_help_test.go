@@ -8,11 +8,12 @@ import (
 )
 
 // -h of every subcommand, and help, print the help on stdout and exit 0;
-// a wrong use prints one line that says what is wrong and one with the
-// usage and where the help is, on stderr, and exits 2.
+// a wrong use prints one line that says what is wrong, the usage and
+// where the help is, on stderr, and exits 2.
 func TestCLIHelp(t *testing.T) {
 	for _, args := range [][]string{
 		{"exec", "-h"}, {"logs", "-h"}, {"cp", "-h"}, {"tunnel", "-h"}, {"install", "-h"}, {"mcp", "-h"}, {"exec", "--help"},
+		{"shell", "-h"}, {"ps", "-h"}, {"start", "-h"}, {"kill", "-h"},
 		{"help", "cp"}, {"cp", "-r", "-h"},
 	} {
 		r := runCLI(t, nil, nil, args...)
@@ -39,14 +40,14 @@ func TestCLIHelp(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"cp", "a"}, "sandbox-executor cp: want SRC and DST, got 1 arguments\n" +
-			"usage: sandbox-executor cp [flags] SRC DST (sandbox-executor cp -h for help)\n"},
-		{[]string{"exec", "-nosuchflag"}, "sandbox-executor exec: flag provided but not defined: -nosuchflag\n" +
-			"usage: sandbox-executor exec [flags] [--] CMD [ARG...] (sandbox-executor exec -h for help)\n"},
-		{[]string{"logs", "-f=maybe", "x"}, "sandbox-executor logs: invalid boolean value \"maybe\" for -f: parse error\n" +
-			"usage: sandbox-executor logs [flags] ID (sandbox-executor logs -h for help)\n"},
+		{[]string{"cp", "a"}, "sandbox-executor cp: want SRC and DST, got 1 arguments; " +
+			"usage: sandbox-executor cp [flags] SRC DST (see sandbox-executor cp -h)\n"},
+		{[]string{"exec", "-nosuchflag"}, "sandbox-executor exec: flag provided but not defined: -nosuchflag; " +
+			"usage: sandbox-executor exec [flags] [--] CMD [ARG...] (see sandbox-executor exec -h)\n"},
+		{[]string{"logs", "-f=maybe", "x"}, "sandbox-executor logs: invalid boolean value \"maybe\" for -f: parse error; " +
+			"usage: sandbox-executor logs [flags] ID (see sandbox-executor logs -h)\n"},
 		{[]string{"help", "nosuch"}, "sandbox-executor help: no command \"nosuch\"\n" +
-			"usage: sandbox-executor help [exec|logs|cp|tunnel|install]\n"},
+			"usage: sandbox-executor help [exec|shell|ps|start|kill|logs|cp|tunnel|install]\n"},
 	} {
 		r := runCLI(t, nil, nil, tt.args...)
 		assert.Equal(t, cliResult{2, "", tt.want}, r, "%q", tt.args)

@@ -53,6 +53,9 @@ if [ -z "$PY" ]; then
 fi
 export PY
 
+# A real terminal for exec -it: tmux.
+command -v tmux >/dev/null || apt_install tmux
+
 # A headless browser for examples/terminal.html: Debian's Chromium.
 CHROMIUM=${CHROMIUM:-$(command -v chromium || true)}
 if [ -z "$CHROMIUM" ]; then
@@ -144,6 +147,8 @@ checks=(
   "MCP TypeScript SDK over Streamable HTTP and over stdio through sandbox-executor mcp:check_mcp_ts_sdk.sh"
   "MCP Inspector CLI lists the tools and calls one:check_mcp_inspector.sh"
   "curl JSON-RPC to /mcp at 2025-06-18, 2025-11-25 and 2026-07-28:check_mcp_curl.sh"
+  "Python websocket-client on /exec_ws (channels, no subprotocol):check_python_exec.sh"
+  "sandbox-executor exec -it in a tmux pane (typing, resize, exit code, terminal restored):check_cli_exec_tmux.sh"
 )
 passed=0
 failed=0

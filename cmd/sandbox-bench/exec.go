@@ -1,0 +1,164 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os/exec"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sandbox-executor/sandbox-executor/client"
+)
+
+const (
+	execOutBytes  = 1 << 30 // figure 17: bytes a command writes through /exec_ws
+	execRepeats   = 3       // runs of each kind; the median is reported
+	execOutTarget = 0.5     // exec's output rate, to a local pipe's
+	execInTarget  = 0.9     // exec -i's input rate, to /write_stdin raw's
+	// execFrame is the stdin frame the bench sends: the agent takes frames
+	// of up to 1 MiB.
+	execFrame = 256 << 10
+)
+
+// sectionExec measures figure 17: a command's output through /exec_ws
+// (head -c 1 GiB of /dev/zero, every byte read by the client) against
+// the same command's output read from a local pipe; and 100 MiB sent on
+// /exec_ws's stdin channel into wc -c against figure 15's /write_stdin
+// raw form, measured again here, in the same run.
+func (b *bench) sectionExec(ctx context.Context) error {
+	a, err := b.sharedAgent(ctx)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 3*sectionTimeout)
+	defer cancel()
+	var outRate, pipeRate, inRate, rawRate []float64
+	for range execRepeats {
+		d, err := execOutput(ctx, a.c)
+		if err != nil {
+			return err
+		}
+		outRate = append(outRate, execOutBytes/d.Seconds()/(1<<30))
+		if d, err = pipeOutput(ctx); err != nil {
+			return err
+		}
+		pipeRate = append(pipeRate, execOutBytes/d.Seconds()/(1<<30))
+		if d, err = execInput(ctx, a.c); err != nil {
+			return err
+		}
+		inRate = append(inRate, stdinBytes/d.Seconds()/(1<<20))
+		if d, err = stdinThroughAgent(ctx, a.c, newPattern(stdinBytes)); err != nil {
+			return err
+		}
+		rawRate = append(rawRate, stdinBytes/d.Seconds()/(1<<20))
+	}
+	b.rep.add(newFigure("17 exec", "head -c 1 GiB /dev/zero through /exec_ws to a client", medianFloat(outRate), "GiB/s").
+		withRef(medianFloat(pipeRate), "the same command read through a local pipe").ratioAtLeast(execOutTarget).
+		withNote("median of %d; every byte counted", execRepeats))
+	b.rep.add(newFigure("17 exec", "exec -i: 100 MiB on the stdin channel into wc -c", medianFloat(inRate), "MiB/s").
+		withRef(medianFloat(rawRate), "figure 15's /write_stdin raw body, in this run").ratioAtLeast(execInTarget).
+		withNote("median of %d; frames of %d KiB; wc's count checked", execRepeats, execFrame>>10))
+	return nil
+}
+
+// execOutput times a command writing execOutBytes over /exec_ws, from the
+// request to the exit, every byte read.
+func execOutput(ctx context.Context, c *client.Client) (time.Duration, error) {
+	start := time.Now()
+	x, err := c.Exec(ctx, client.ExecOptions{Cmd: "head -c " + strconv.Itoa(execOutBytes) + " /dev/zero"})
+	if err != nil {
+		return 0, err
+	}
+	defer x.Close()
+	var n int64
+	for {
+		ev, err := x.Read(ctx)
+		if err != nil {
+			return 0, fmt.Errorf("exec after %d bytes: %w", n, err)
+		}
+		if ev.Exit != nil {
+			if ev.Exit.Code != 0 || n != execOutBytes {
+				return 0, fmt.Errorf("exec: code %d after %d bytes", ev.Exit.Code, n)
+			}
+			return time.Since(start), nil
+		}
+		n += int64(len(ev.Data))
+	}
+}
+
+// pipeOutput times the same command run here, read through a pipe.
+func pipeOutput(ctx context.Context) (time.Duration, error) {
+	start := time.Now()
+	cmd := exec.CommandContext(ctx, "head", "-c", strconv.Itoa(execOutBytes), "/dev/zero")
+	r, err := cmd.StdoutPipe()
+	if err != nil {
+		return 0, err
+	}
+	if err := cmd.Start(); err != nil {
+		return 0, err
+	}
+	n, err := io.CopyBuffer(io.Discard, r, make([]byte, 64<<10))
+	if werr := cmd.Wait(); err == nil {
+		err = werr
+	}
+	if err == nil && n != execOutBytes {
+		err = fmt.Errorf("local pipe: %d bytes", n)
+	}
+	return time.Since(start), err
+}
+
+// execInput times stdinBytes sent on /exec_ws's stdin channel into wc -c,
+// from the request to wc's count.
+func execInput(ctx context.Context, c *client.Client) (time.Duration, error) {
+	start := time.Now()
+	x, err := c.Exec(ctx, client.ExecOptions{Cmd: "wc -c", Stdin: true})
+	if err != nil {
+		return 0, err
+	}
+	defer x.Close()
+	sent := make(chan error, 1)
+	go sendPattern(ctx, x, sent)
+	var out strings.Builder
+	for {
+		ev, err := x.Read(ctx)
+		if err != nil {
+			return 0, errors.Join(err, <-sent)
+		}
+		if ev.Exit != nil {
+			if err := <-sent; err != nil {
+				return 0, err
+			}
+			d := time.Since(start)
+			return d, checkCount(out.String())
+		}
+		out.Write(ev.Data)
+	}
+}
+
+// sendPattern sends stdinBytes of the pattern as stdin frames, then EOF,
+// and says how it went on sent. It runs in its own goroutine, owned by
+// execInput, which receives from sent before it returns.
+func sendPattern(ctx context.Context, x *client.ExecConn, sent chan<- error) {
+	r := newPattern(stdinBytes)
+	buf := make([]byte, execFrame)
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			if werr := x.WriteStdin(ctx, buf[:n]); werr != nil {
+				sent <- werr
+				return
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			sent <- x.CloseStdin(ctx)
+			return
+		}
+		if err != nil {
+			sent <- err
+			return
+		}
+	}
+}

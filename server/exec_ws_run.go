@@ -1,0 +1,402 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/coder/websocket"
+	"golang.org/x/sys/unix"
+
+	"github.com/sandbox-executor/sandbox-executor/executor"
+	"github.com/sandbox-executor/sandbox-executor/procs"
+)
+
+// execution is one /exec_ws command: on pipes (pipeExec) or on a
+// pseudo-terminal (ttyExec).
+type execution interface {
+	pid() int
+	// begin lets output flow to the client, once started has been sent.
+	begin()
+	// wait returns how the command ended, once all its output was sent.
+	wait() executor.Result
+	termination(executor.Result) executor.Termination
+	// input copies r, one stdin frame, to the command's stdin, waiting
+	// for it to read. What it does not take, the caller drains.
+	input(ctx context.Context, r io.Reader) error
+	closeInput() error
+	resize(cols, rows uint16) error
+	signal(sig syscall.Signal) error
+}
+
+// startExec starts spec. Its output goes to conn (written with connCtx)
+// once begin is called; runCtx ending kills the command.
+func (s *Server) startExec(runCtx context.Context, conn *websocket.Conn, connCtx context.Context, spec execSpec) (execution, error) {
+	ready := make(chan struct{})
+	if spec.tty {
+		return s.startTTYExec(runCtx, conn, connCtx, spec, ready)
+	}
+	x := &pipeExec{ready: ready, stdin: spec.cmd.Stdin}
+	p, err := s.runner.StartStream(runCtx, spec.cmd, execOutput(connCtx, conn, ready))
+	if err != nil {
+		return nil, err
+	}
+	x.p = p
+	return x, nil
+}
+
+// execOutput returns the ChunkFunc that sends a command's output as
+// binary frames on channel 1 or 2, each chunk as it was read. It waits
+// until ready is closed, so that started comes first. Writing blocks
+// until the client has taken the frame: a slow client slows the command.
+// After a failed write (the client left) the rest is read and dropped;
+// the failure has cancelled connCtx, which kills the command.
+func execOutput(connCtx context.Context, conn *websocket.Conn, ready <-chan struct{}) executor.ChunkFunc {
+	// One frame buffer per stream: each stream's chunks come from one
+	// goroutine, its pipe reader.
+	var frames [2][]byte
+	var failed atomic.Bool
+	return func(st executor.Stream, b []byte) {
+		<-ready
+		if failed.Load() {
+			return
+		}
+		i, ch := 0, byte(execStdout)
+		if st == executor.Stderr {
+			i, ch = 1, execStderr
+		}
+		f := append(append(frames[i][:0], ch), b...)
+		frames[i] = f
+		if conn.Write(connCtx, websocket.MessageBinary, f) != nil {
+			failed.Store(true)
+		}
+	}
+}
+
+// pipeExec is a command on pipes: stdout and stderr apart.
+type pipeExec struct {
+	p         *executor.Process
+	ready     chan struct{}
+	stdin     bool
+	signalled atomic.Bool // a signal message was sent to it
+}
+
+func (x *pipeExec) pid() int              { return x.p.Pid() }
+func (x *pipeExec) begin()                { close(x.ready) }
+func (x *pipeExec) wait() executor.Result { return x.p.Wait() }
+
+func (x *pipeExec) termination(res executor.Result) executor.Termination {
+	return execTermination(res, x.signalled.Load())
+}
+
+func (x *pipeExec) input(ctx context.Context, r io.Reader) error {
+	if !x.stdin {
+		return nil // the request did not ask for stdin: ignored
+	}
+	_, err := x.p.WriteStdin(ctx, r, 0)
+	if errors.Is(err, executor.ErrStdinClosed) {
+		return nil // closed, or the command ended: dropped, as a pipe would
+	}
+	return err
+}
+
+func (x *pipeExec) closeInput() error {
+	if !x.stdin {
+		return nil
+	}
+	return x.p.CloseStdin()
+}
+
+func (x *pipeExec) resize(cols, rows uint16) error { return nil } // no terminal to size
+
+func (x *pipeExec) signal(sig syscall.Signal) error {
+	x.signalled.Store(true)
+	if err := x.p.Signal(sig); err != nil && !errors.Is(err, executor.ErrFinished) {
+		return err
+	}
+	return nil
+}
+
+// execTermination says why a command ended; signalled says that a signal
+// message was sent to it.
+func execTermination(res executor.Result, signalled bool) executor.Termination {
+	switch {
+	case res.TimedOut:
+		return executor.Termination{Reason: executor.ReasonTimeout}
+	case res.Signal != 0 && signalled:
+		return executor.Termination{Reason: executor.ReasonKilled, Signal: unix.SignalName(res.Signal)}
+	case res.Signal != 0:
+		return executor.Termination{Reason: executor.ReasonSignal, Signal: unix.SignalName(res.Signal)}
+	}
+	return executor.Termination{Reason: executor.ReasonExit}
+}
+
+// execInput reads the client's frames in order: channel 0 is the
+// command's stdin (a frame is written whole before the next is read, so
+// a command that reads slowly slows the client), "255 0" closes it, text
+// frames are control messages. A frame the protocol does not allow closes
+// the connection with 1008.
+//
+// execInput is the connection's only reader. It runs in its own
+// goroutine; it ends when the connection closes or fails, or ctx ends,
+// and then calls gone: a client that leaves has its command killed.
+func execInput(ctx context.Context, wg *sync.WaitGroup, conn *websocket.Conn, x execution, busy *atomic.Bool, gone context.CancelFunc) {
+	defer wg.Done()
+	defer gone()
+	for {
+		typ, r, err := conn.Reader(ctx)
+		if err == nil {
+			if typ == websocket.MessageBinary {
+				busy.Store(true)
+				err = execFrame(ctx, x, r)
+				busy.Store(false)
+			} else {
+				var b []byte
+				if b, err = io.ReadAll(r); err == nil { // the read limit bounds it
+					err = execControl(x, b)
+				}
+			}
+		}
+		if err == nil {
+			// What the frame's handler did not take (input to a command
+			// without stdin, or that closed it) is dropped: the next
+			// frame can only be read after it.
+			_, err = io.Copy(io.Discard, r)
+		}
+		if err != nil {
+			var pe *wsProtocolError
+			if errors.As(err, &pe) {
+				_ = conn.Close(websocket.StatusPolicyViolation, pe.reason())
+			}
+			return
+		}
+	}
+}
+
+// pingExecClient is pingClient for /exec_ws, whose reader may wait for
+// the command to read its stdin: while it does (busy), nobody reads the
+// client's pongs, so a ping left unanswered then does not count. A
+// command that ends, or reads, lets the reader go on.
+//
+// pingExecClient runs in its own goroutine, one per connection; it ends
+// when ctx ends or it drops the client.
+func pingExecClient(ctx context.Context, wg *sync.WaitGroup, conn *websocket.Conn, interval, timeout time.Duration, busy *atomic.Bool, drop context.CancelFunc) {
+	defer wg.Done()
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if busy.Load() {
+			continue
+		}
+		pctx, cancel := context.WithTimeout(ctx, timeout)
+		err := conn.Ping(pctx)
+		cancel()
+		if err != nil && !busy.Load() && ctx.Err() == nil {
+			drop()
+			return
+		}
+	}
+}
+
+// execFrame applies one binary frame from the client, read from r as it
+// arrives: a stdin frame streams into the command, never held whole.
+func execFrame(ctx context.Context, x execution, r io.Reader) error {
+	var ch [2]byte
+	if _, err := io.ReadFull(r, ch[:1]); err != nil {
+		if errors.Is(err, io.EOF) {
+			return protocolErrorf("a binary frame starts with its channel byte")
+		}
+		return err
+	}
+	switch ch[0] {
+	case execStdin:
+		return x.input(ctx, r)
+	case execClose:
+		n, err := io.ReadFull(r, ch[1:])
+		if n == 1 && ch[1] == execStdin {
+			return x.closeInput()
+		}
+		if err != nil && !errors.Is(err, io.EOF) {
+			return err
+		}
+		return nil // closing stdout or stderr: ignored, as Kubernetes does
+	}
+	return protocolErrorf("channel %d is not the client's: send stdin on 0, close on 255", ch[0])
+}
+
+// execControl applies one control message: resize or signal.
+func execControl(x execution, data []byte) error {
+	var m struct {
+		Type   string         `json:"type"`
+		Cols   *int           `json:"cols"`
+		Rows   *int           `json:"rows"`
+		Signal stringOrNumber `json:"signal"`
+	}
+	if err := json.Unmarshal(data, &m); err != nil {
+		return protocolErrorf("text frames are JSON control messages; send stdin as binary frames on channel 0")
+	}
+	switch m.Type {
+	case "resize":
+		if m.Cols == nil || m.Rows == nil {
+			return protocolErrorf("resize needs cols and rows")
+		}
+		cols, err := terminalSize("cols", m.Cols, 0)
+		if err != nil {
+			return protocolErrorf("%s", err.Error())
+		}
+		rows, err := terminalSize("rows", m.Rows, 0)
+		if err != nil {
+			return protocolErrorf("%s", err.Error())
+		}
+		_ = x.resize(cols, rows) // a terminal that has just ended cannot be sized: no matter
+		return nil
+	case "signal":
+		if m.Signal == "" {
+			return protocolErrorf("signal needs a signal, such as \"SIGINT\"")
+		}
+		sig, err := procs.ParseSignal(string(m.Signal))
+		if err != nil {
+			return protocolErrorf("%s", err.Error())
+		}
+		return x.signal(sig)
+	}
+	return protocolErrorf("unknown control message type %q", m.Type)
+}
+
+// ttyDrain bounds how long a TTY command's output is still read after
+// its program has exited, for background jobs that keep the terminal open.
+const ttyDrain = 2 * time.Second
+
+// ttyExec is a command on a pseudo-terminal: one output stream, resizable.
+type ttyExec struct {
+	p         *executor.Process
+	master    *os.File
+	ready     chan struct{}
+	done      chan struct{} // closed by output once res is set
+	res       executor.Result
+	timedOut  atomic.Bool
+	signalled atomic.Bool
+	touch     func() // marks the session used; see execSpec.touch
+}
+
+// startTTYExec starts spec on a new pseudo-terminal, and ttyOutput to
+// send its output.
+func (s *Server) startTTYExec(runCtx context.Context, conn *websocket.Conn, connCtx context.Context, spec execSpec, ready chan struct{}) (execution, error) {
+	c := spec.cmd
+	p, master, err := s.runner.StartTTY(executor.TTYCommand{Args: spec.args, Dir: c.Dir, Env: c.Env, BaseEnv: c.BaseEnv,
+		User: c.User, OnStart: c.OnStart, Cols: spec.cols, Rows: spec.rows})
+	if err != nil {
+		return nil, err
+	}
+	x := &ttyExec{p: p, master: master, ready: ready, done: make(chan struct{}), touch: spec.touch}
+	if x.touch == nil {
+		x.touch = func() {}
+	}
+	go x.output(runCtx, connCtx, conn, spec.timeout)
+	return x, nil
+}
+
+// output sends what the terminal shows as channel-1 frames until the
+// terminal is gone (EIO once no process holds it), or ttyDrain after the
+// program exited; then closes the master and sets res. It kills the
+// command's session when runCtx ends or the timeout passes.
+//
+// output runs in its own goroutine, one per TTY command; wait waits for it.
+func (x *ttyExec) output(runCtx, connCtx context.Context, conn *websocket.Conn, timeout time.Duration) {
+	defer close(x.done)
+	stopKill := context.AfterFunc(runCtx, func() { _ = x.p.Kill() })
+	defer stopKill()
+	if timeout > 0 {
+		t := time.AfterFunc(timeout, func() { x.timedOut.Store(true); _ = x.p.Kill() })
+		defer t.Stop()
+	}
+	<-x.ready
+	// The terminal reads EIO once no process holds it; a background job
+	// may hold it past the program's exit, so from then on the reading
+	// has a deadline.
+	exited, stopWatch := make(chan struct{}), make(chan struct{})
+	go x.watchExit(stopWatch, exited)
+	buf := make([]byte, 1+wsOutputFrame)
+	buf[0] = execStdout
+	failed := false
+	for {
+		n, err := x.master.Read(buf[1:])
+		if n > 0 {
+			x.touch()
+		}
+		if n > 0 && !failed && conn.Write(connCtx, websocket.MessageBinary, buf[:1+n]) != nil {
+			failed = true // the client left; connCtx's end kills the command
+		}
+		if err != nil {
+			break // EIO, or the deadline after the exit
+		}
+	}
+	close(stopWatch)
+	<-exited
+	_ = x.master.Close() // hangs up whatever background job is left
+	x.res = x.p.Wait()
+	if x.timedOut.Load() {
+		x.res.TimedOut, x.res.Code = true, executor.ExitTimedOut
+	}
+}
+
+// watchExit sets the master's read deadline to ttyDrain after the
+// program's exit. It runs in its own goroutine, owned by output; it ends
+// then, or when stop is closed, and closes exited.
+func (x *ttyExec) watchExit(stop <-chan struct{}, exited chan<- struct{}) {
+	defer close(exited)
+	select {
+	case <-x.p.Done():
+		_ = x.master.SetReadDeadline(time.Now().Add(ttyDrain))
+	case <-stop:
+	}
+}
+
+func (x *ttyExec) pid() int              { return x.p.Pid() }
+func (x *ttyExec) begin()                { close(x.ready) }
+func (x *ttyExec) wait() executor.Result { <-x.done; return x.res }
+
+func (x *ttyExec) termination(res executor.Result) executor.Termination {
+	return execTermination(res, x.signalled.Load())
+}
+
+func (x *ttyExec) input(ctx context.Context, r io.Reader) error {
+	x.touch()
+	_, _ = io.Copy(x.master, r) // an error means the terminal is gone: the exit is on its way
+	return nil
+}
+
+// closeInput types the end-of-file character (Ctrl-D): a terminal's input
+// has no end of its own.
+func (x *ttyExec) closeInput() error {
+	_, _ = x.master.Write([]byte{4})
+	return nil
+}
+
+func (x *ttyExec) resize(cols, rows uint16) error { return executor.Resize(x.master, cols, rows) }
+
+// signal sends sig to the terminal's foreground job, as typing its key
+// would; to the program's group if that cannot be known.
+func (x *ttyExec) signal(sig syscall.Signal) error {
+	x.signalled.Store(true)
+	if pgrp, err := executor.ForegroundGroup(x.master); err == nil && pgrp > 0 {
+		if err := syscall.Kill(-pgrp, sig); err == nil || errors.Is(err, syscall.ESRCH) {
+			return nil
+		}
+	}
+	if err := x.p.Signal(sig); err != nil && !errors.Is(err, executor.ErrFinished) {
+		return err
+	}
+	return nil
+}
