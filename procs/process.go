@@ -35,6 +35,7 @@ type Process struct {
 	Command   string
 	PID       int
 	StartedAt time.Time
+	Limits    executor.Limits // the command's limits
 
 	exec   *executor.Process
 	done   chan struct{} // closed by finish, after status leaves running
@@ -53,6 +54,7 @@ type Process struct {
 	subs        map[*Subscription]struct{}
 	status      Status
 	exitCode    int
+	res         executor.Result // how it ended, once status is no longer running
 	completedAt time.Time
 	sent        uint64 // bit n-1 is set once signal n was sent while the command ran
 }
@@ -66,16 +68,21 @@ type Info struct {
 	ExitCode    *int // nil while running
 	StartedAt   time.Time
 	CompletedAt time.Time // zero while running
+	Limits      executor.Limits
+	// Result is how the command ended (which limit fired, the signal);
+	// nil while running.
+	Result *executor.Result
 }
 
 // Info returns a snapshot of p.
 func (p *Process) Info() Info {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	info := Info{ID: p.ID, PID: p.PID, Status: p.status, Command: p.Command, StartedAt: p.StartedAt, CompletedAt: p.completedAt}
+	info := Info{ID: p.ID, PID: p.PID, Status: p.status, Command: p.Command, StartedAt: p.StartedAt,
+		CompletedAt: p.completedAt, Limits: p.Limits}
 	if p.status != StatusRunning {
-		code := p.exitCode
-		info.ExitCode = &code
+		code, res := p.exitCode, p.res
+		info.ExitCode, info.Result = &code, &res
 	}
 	return info
 }
@@ -132,7 +139,7 @@ func (p *Process) wakeLocked() {
 // finish records how p ended and wakes its subscribers so they can end.
 func (p *Process) finish(res executor.Result) {
 	p.mu.Lock()
-	p.exitCode = res.Code
+	p.exitCode, p.res = res.Code, res
 	p.completedAt = time.Now()
 	switch {
 	case p.diedOfSentLocked(res):

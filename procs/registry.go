@@ -250,6 +250,7 @@ func (r *Registry) start(c executor.Command) (*Process, error) {
 		ID:        uuid.NewString(),
 		Command:   c.Cmd,
 		StartedAt: time.Now().UTC(),
+		Limits:    c.Limits,
 		done:      make(chan struct{}),
 		budget:    r.budget,
 		ring:      newRing(r.opts.maxLines(), r.opts.maxBytes()),
