@@ -39,6 +39,7 @@ type Process struct {
 
 	exec   *executor.Process
 	done   chan struct{} // closed by finish, after status leaves running
+	ready  *readyProbe   // nil without StartOptions.Ready
 	budget *budget       // shared by every process of the registry
 
 	// held is ring.footprint() as of p's last change to it, written under

@@ -224,7 +224,12 @@ func (r *Registry) LogBudget() int { return r.opts.maxTotalBytes() }
 // asked for it: it ends by itself, by Kill, or by Close. c.Timeout, if
 // set, applies as for any command.
 func (r *Registry) Start(c executor.Command) (*Process, error) {
-	p, err := r.start(c)
+	return r.StartWith(c, StartOptions{})
+}
+
+// StartWith is Start with o.
+func (r *Registry) StartWith(c executor.Command, o StartOptions) (*Process, error) {
+	p, err := r.start(c, o)
 	if err != nil {
 		return nil, err
 	}
@@ -232,12 +237,15 @@ func (r *Registry) Start(c executor.Command) (*Process, error) {
 	// ends at once is still logged as started first.
 	r.opts.Log.Debug().Str("id", p.ID).Int("pid", p.PID).Str("command", logCommand(c.Cmd)).Msg("process started")
 	go r.watch(p)
+	if p.ready != nil {
+		go r.probeReady(p)
+	}
 	return p, nil
 }
 
-// start starts c and registers the process; r.wg counts its watch, which
-// the caller starts.
-func (r *Registry) start(c executor.Command) (*Process, error) {
+// start starts c and registers the process; r.wg counts its watch and its
+// readiness probe, which the caller starts.
+func (r *Registry) start(c executor.Command, o StartOptions) (*Process, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
@@ -266,6 +274,10 @@ func (r *Registry) start(c executor.Command) (*Process, error) {
 		return nil, err
 	}
 	p.exec, p.PID = ex, ex.Pid()
+	if o.Ready != nil {
+		p.ready = &readyProbe{spec: *o.Ready, passed: make(chan struct{}), ended: make(chan struct{})}
+		r.wg.Add(1)
+	}
 	r.procs[p.ID] = p
 	r.order = append(r.order, p)
 	r.running++

@@ -17,6 +17,7 @@ type processStatus struct {
 	ExitCode    *int                  `json:"exit_code,omitempty"`
 	Termination *executor.Termination `json:"termination,omitempty"` // once it has ended
 	Limits      *executor.Limits      `json:"limits,omitempty"`      // the limits it runs with, its session's included
+	Ready       *bool                 `json:"ready,omitempty"`       // whether its ready probe passed, when it has one
 }
 
 // handleProcessStatus serves GET /process_status?id=: one background
@@ -38,6 +39,9 @@ func (s *Server) handleProcessStatus(w http.ResponseWriter, r *http.Request) err
 	st := processStatus{ID: info.ID, Status: info.Status, ExitCode: info.ExitCode}
 	if !info.Limits.IsZero() {
 		st.Limits = &info.Limits
+	}
+	if rs, ok := p.Ready(); ok {
+		st.Ready = &rs.Ready
 	}
 	if info.Result != nil {
 		t := processTermination(info)

@@ -22,11 +22,22 @@ const killWait = 3 * time.Second
 // starts from the session's state, commits none, and is killed with the
 // session.
 func (s *Server) handleProcessStart(w http.ResponseWriter, r *http.Request) error {
-	c, _, err := s.decodeCommand(w, r, false)
+	req, err := decode[commandRequest](w, r, s.cfg.MaxBody)
 	if err != nil {
 		return err
 	}
-	p, err := s.procs.Start(c)
+	c, err := req.command()
+	if err != nil {
+		return err
+	}
+	ready, err := parseReady(req.Ready)
+	if err != nil {
+		return err
+	}
+	if c, _, err = s.sessionCommand(req.Session, string(req.User), c, false); err != nil {
+		return err
+	}
+	p, err := s.procs.StartWith(c, procs.StartOptions{Ready: ready})
 	if err != nil {
 		if isClientStartError(err) || errors.Is(err, procs.ErrTooMany) {
 			return err

@@ -60,6 +60,7 @@ func (s *Server) routes() {
 	r.Handle("/kill_process", s.wrap(s.handleProcessKill)).Methods(post)
 	r.Handle("/process_logs_streaming", s.wrap(s.handleProcessLogs)).Methods(get, post)
 	r.Handle("/process_status", s.wrap(s.handleProcessStatus)).Methods(get)
+	r.Handle("/wait_for_port", s.wrap(s.handleWaitForPort)).Methods(post)
 
 	r.Handle("/write_stdin", s.wrap(s.handleStdinWrite)).Methods(post)
 	r.Handle("/close_stdin", s.wrap(s.handleStdinClose)).Methods(post)

@@ -41,6 +41,9 @@ type commandRequest struct {
 	Stdin bool `json:"stdin"`
 	// Limits bound what the command may use; see parseLimits.
 	Limits json.RawMessage `json:"limits"`
+	// Ready, for /start_process, is the port it serves and what ready
+	// means for it; see parseReady. /run and /run_streaming refuse it.
+	Ready json.RawMessage `json:"ready"`
 }
 
 // command validates req and returns the command it asks for.
@@ -88,6 +91,9 @@ func (s *Server) decodeCommand(w http.ResponseWriter, r *http.Request, foregroun
 	if foreground {
 		if err := checkNoStdin(c); err != nil {
 			return c, nil, err
+		}
+		if len(req.Ready) > 0 && string(req.Ready) != "null" {
+			return c, nil, errorf(http.StatusBadRequest, "ready is for /start_process only: use /wait_for_port")
 		}
 	}
 	return s.sessionCommand(req.Session, string(req.User), c, foreground)
