@@ -12,7 +12,7 @@ import (
 // usage and where the help is, on stderr, and exits 2.
 func TestCLIHelp(t *testing.T) {
 	for _, args := range [][]string{
-		{"exec", "-h"}, {"logs", "-h"}, {"cp", "-h"}, {"tunnel", "-h"}, {"install", "-h"}, {"exec", "--help"},
+		{"exec", "-h"}, {"logs", "-h"}, {"cp", "-h"}, {"tunnel", "-h"}, {"wait-port", "-h"}, {"install", "-h"}, {"exec", "--help"},
 		{"help", "cp"}, {"cp", "-r", "-h"},
 	} {
 		r := runCLI(t, nil, nil, args...)
@@ -46,7 +46,7 @@ func TestCLIHelp(t *testing.T) {
 		{[]string{"logs", "-f=maybe", "x"}, "sandbox-executor logs: invalid boolean value \"maybe\" for -f: parse error\n" +
 			"usage: sandbox-executor logs [flags] ID (sandbox-executor logs -h for help)\n"},
 		{[]string{"help", "nosuch"}, "sandbox-executor help: no command \"nosuch\"\n" +
-			"usage: sandbox-executor help [exec|logs|cp|tunnel|install]\n"},
+			"usage: sandbox-executor help [exec|logs|cp|tunnel|wait-port|install]\n"},
 	} {
 		r := runCLI(t, nil, nil, tt.args...)
 		assert.Equal(t, cliResult{2, "", tt.want}, r, "%q", tt.args)

@@ -96,7 +96,7 @@ func parseConfig(args []string, getenv func(string) string, output io.Writer) (c
 	fs.SetOutput(output)
 	fs.Usage = func() {
 		fmt.Fprintln(output, "usage: sandbox-executor [flags] [-- CMD ARGS...]")
-		fmt.Fprintln(output, "       sandbox-executor exec|logs|cp|tunnel|install ... (the client; each has -h)")
+		fmt.Fprintln(output, "       sandbox-executor exec|logs|cp|tunnel|wait-port|install ... (the client; each has -h)")
 		fs.PrintDefaults()
 	}
 	fs.String("secret", "", "bearer `secret` (env SANDBOX_SECRET; prefer the env: arguments are visible to every process)")
