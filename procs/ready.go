@@ -12,6 +12,9 @@ type StartOptions struct {
 	// Ready, if set, is probed from the start until it passes, its
 	// timeout passes, or the process ends; see Process.Ready.
 	Ready *readiness.Spec
+	// Restart, if set, starts the process again when it ends, as the
+	// policy says.
+	Restart *RestartPolicy
 }
 
 // readyProbe is a process's readiness probe. Its spec is fixed at start;

@@ -264,6 +264,9 @@ func (r *Registry) start(c executor.Command, o StartOptions) (*Process, error) {
 		ring:      newRing(r.opts.maxLines(), r.opts.maxBytes()),
 		subs:      map[*Subscription]struct{}{},
 		status:    StatusRunning,
+		cmd:       c,
+		restart:   o.Restart,
+		stopc:     make(chan struct{}),
 	}
 	r.budget.join(p) // before its first line
 	// Background processes belong to the registry, not to a request:
@@ -273,7 +276,8 @@ func (r *Registry) start(c executor.Command, o StartOptions) (*Process, error) {
 		r.budget.leave(p)
 		return nil, err
 	}
-	p.exec, p.PID = ex, ex.Pid()
+	p.exec, p.PID, p.pid, p.runStart = ex, ex.Pid(), ex.Pid(), time.Now()
+	p.cmd.Input = "" // the command holds it until written; a restart sends none
 	if o.Ready != nil {
 		p.ready = &readyProbe{spec: *o.Ready, passed: make(chan struct{}), ended: make(chan struct{})}
 		r.wg.Add(1)
@@ -290,7 +294,18 @@ func (r *Registry) start(c executor.Command, o StartOptions) (*Process, error) {
 // process has ended and its output has been stored.
 func (r *Registry) watch(p *Process) {
 	defer r.wg.Done()
-	res := p.exec.Wait()
+	var res executor.Result
+	for {
+		ex := p.current()
+		res = ex.Wait()
+		p.mu.Lock()
+		ran := time.Since(p.runStart)
+		p.mu.Unlock()
+		delay, again := p.nextRun(res, ran)
+		if !again || !r.rerun(p, delay) {
+			break
+		}
+	}
 	p.finish(res)
 	if ev := r.opts.Log.Debug(); ev.Enabled() {
 		info := p.Info()
@@ -380,7 +395,11 @@ func (r *Registry) Close(ctx context.Context) error {
 	procs := slices.Clone(r.order)
 	r.mu.Unlock()
 	for _, p := range procs {
-		_ = p.exec.Signal(syscall.SIGKILL) // ErrFinished for those already done
+		p.mu.Lock()
+		p.stopLocked() // no restart: a process waiting for one ends now
+		ex := p.exec
+		p.mu.Unlock()
+		_ = ex.Signal(syscall.SIGKILL) // ErrFinished for those already done
 	}
 	// SIGKILL and the executor's bounded drain make the last watch end
 	// within seconds, even if ctx ends first.

@@ -61,15 +61,4 @@ func (s *Server) checkLimits(l executor.Limits) error { return s.runner.CheckLim
 // limitedTermination is the termination of a command that ran with
 // limits: the limit that fired, else its own exit, a signal, or its
 // timeout.
-func limitedTermination(res executor.Result) executor.Termination {
-	if t, ok := executor.LimitTermination(res); ok {
-		return t
-	}
-	switch {
-	case res.TimedOut:
-		return executor.Termination{Reason: executor.ReasonTimeout}
-	case res.Signal != 0:
-		return executor.Termination{Reason: executor.ReasonSignal, Signal: procs.SignalName(res.Signal)}
-	}
-	return executor.Termination{Reason: executor.ReasonExit}
-}
+func limitedTermination(res executor.Result) executor.Termination { return procs.Termination(res) }

@@ -18,6 +18,7 @@ type processStatus struct {
 	Termination *executor.Termination `json:"termination,omitempty"` // once it has ended
 	Limits      *executor.Limits      `json:"limits,omitempty"`      // the limits it runs with, its session's included
 	Ready       *bool                 `json:"ready,omitempty"`       // whether its ready probe passed, when it has one
+	Restarts    *int                  `json:"restarts,omitempty"`    // how many times it restarted, when it has a policy
 }
 
 // handleProcessStatus serves GET /process_status?id=: one background
@@ -37,6 +38,13 @@ func (s *Server) handleProcessStatus(w http.ResponseWriter, r *http.Request) err
 	}
 	info := p.Info()
 	st := processStatus{ID: info.ID, Status: info.Status, ExitCode: info.ExitCode}
+	if info.Restarts >= 0 {
+		st.Restarts = &info.Restarts
+		if info.Result != nil && st.ExitCode == nil { // the last run's exit, while it waits or runs again
+			code := info.Result.Code
+			st.ExitCode = &code
+		}
+	}
 	if !info.Limits.IsZero() {
 		st.Limits = &info.Limits
 	}

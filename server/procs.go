@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"strconv"
@@ -34,10 +35,14 @@ func (s *Server) handleProcessStart(w http.ResponseWriter, r *http.Request) erro
 	if err != nil {
 		return err
 	}
+	restart, err := parseRestart(req.Restart)
+	if err != nil {
+		return err
+	}
 	if c, _, err = s.sessionCommand(req.Session, string(req.User), c, false); err != nil {
 		return err
 	}
-	p, err := s.procs.StartWith(c, procs.StartOptions{Ready: ready})
+	p, err := s.procs.StartWith(c, procs.StartOptions{Ready: ready, Restart: restart})
 	if err != nil {
 		if isClientStartError(err) || errors.Is(err, procs.ErrTooMany) {
 			return err
@@ -172,6 +177,10 @@ func (s *Server) handleProcessLogs(w http.ResponseWriter, r *http.Request) error
 				"message": strconv.FormatUint(missed, 10) + " log lines were dropped from the buffer before they could be sent"})
 		}
 		for _, l := range lines {
+			if l.IsEvent() {
+				_ = sw.Event("restart", json.RawMessage(l.Data)) // no id: it takes no line number
+				continue
+			}
 			prefix := tc.prefix(l.Nanos, l.Stream)
 			_ = sw.AppendEventFunc(l.Seq, "log", func(b []byte) []byte {
 				b = append(b, prefix...)

@@ -44,6 +44,9 @@ type commandRequest struct {
 	// Ready, for /start_process, is the port it serves and what ready
 	// means for it; see parseReady. /run and /run_streaming refuse it.
 	Ready json.RawMessage `json:"ready"`
+	// Restart, for /start_process, is its restart policy; see
+	// parseRestart. /run and /run_streaming refuse it.
+	Restart json.RawMessage `json:"restart"`
 }
 
 // command validates req and returns the command it asks for.
@@ -94,6 +97,9 @@ func (s *Server) decodeCommand(w http.ResponseWriter, r *http.Request, foregroun
 		}
 		if len(req.Ready) > 0 && string(req.Ready) != "null" {
 			return c, nil, errorf(http.StatusBadRequest, "ready is for /start_process only: use /wait_for_port")
+		}
+		if len(req.Restart) > 0 && string(req.Restart) != "null" {
+			return c, nil, errorf(http.StatusBadRequest, "restart is for /start_process only")
 		}
 	}
 	return s.sessionCommand(req.Session, string(req.User), c, foreground)

@@ -139,3 +139,38 @@ func TestWaitForPortValidation(t *testing.T) {
 	assert.Equal(t, http.StatusBadRequest, code)
 	assert.Equal(t, "ready: port is required", body["error"])
 }
+
+func TestStartProcessRestart(t *testing.T) {
+	ts, s := newTestServer(t, testServer{})
+	code, body := call(t, ts, "POST", "/start_process", map[string]any{"cmd": "echo run; exit 1",
+		"restart": map[string]any{"policy": "on-failure", "max_restarts": 2, "backoff_ms": 50}})
+	require.Equal(t, http.StatusCreated, code)
+	assert.Len(t, body, 3)
+	id := body["id"].(string)
+	waitStatus(t, s, id)
+	_, st := call(t, ts, "GET", "/process_status?id="+id, nil)
+	assert.Equal(t, map[string]any{"id": id, "status": "failed", "exit_code": 1.0, "restarts": 2.0,
+		"termination": map[string]any{"reason": "exit"}}, st)
+
+	_, next := stream(t, ts, "GET", "/process_logs_streaming?id="+id, nil)
+	evs := readAll(t, next)
+	var got []string
+	for _, ev := range evs {
+		got = append(got, ev.Name+" "+ev.ID+" "+ev.Raw)
+	}
+	require.Len(t, got, 6)
+	assert.Contains(t, got[0], "log 1 ")
+	assert.Equal(t, `restart  {"restart":1,"exit_code":1,"termination":{"reason":"exit"},"delay_ms":50}`, got[1])
+	assert.Contains(t, got[2], "log 2 ")
+	assert.Equal(t, `restart  {"restart":2,"exit_code":1,"termination":{"reason":"exit"},"delay_ms":100}`, got[3])
+	assert.Contains(t, got[4], "log 3 ")
+	assert.Contains(t, got[5], "complete")
+
+	for _, bad := range []map[string]any{{"policy": "sometimes"}, {"policy": "always", "backoff_ms": 1}, {"policy": "always", "max_restarts": -2}} {
+		code, body = call(t, ts, "POST", "/start_process", map[string]any{"cmd": "true", "restart": bad})
+		assert.Equal(t, http.StatusBadRequest, code)
+		assert.Contains(t, body["error"], "restart")
+	}
+	code, _ = call(t, ts, "POST", "/run", map[string]any{"cmd": "true", "restart": map[string]any{"policy": "always"}})
+	assert.Equal(t, http.StatusBadRequest, code)
+}
