@@ -33,6 +33,9 @@ const (
 type Process struct {
 	ID      string
 	Command string
+	// Name, if not empty, is the name it was started with
+	// (StartOptions.Name), which Get takes in place of its id.
+	Name string
 	// PID is the pid of its first run; Info has the current run's.
 	PID       int
 	StartedAt time.Time

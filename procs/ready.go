@@ -15,6 +15,9 @@ type StartOptions struct {
 	// Restart, if set, starts the process again when it ends, as the
 	// policy says.
 	Restart *RestartPolicy
+	// Name, if not empty, names the process: 1 to 64 of A-Z a-z 0-9 . _
+	// -, which no running process (or one waiting to restart) may have.
+	Name string
 }
 
 // readyProbe is a process's readiness probe. Its spec is fixed at start;

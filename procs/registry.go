@@ -150,6 +150,7 @@ type Registry struct {
 	// mu, or the budget's, is held.
 	mu       sync.Mutex
 	procs    map[string]*Process
+	names    map[string]*Process     // the newest process that had each name
 	order    []*Process              // in start order, for List
 	finished finished.List[*Process] // in finish order, those still listed
 	running  int                     // started and not yet finished
@@ -167,6 +168,7 @@ func NewRegistry(runner *executor.Runner, opts Options) *Registry {
 		budget: newBudget(int64(opts.maxTotalBytes()), reclaimInterval, debug.FreeOSMemory),
 		quit:   make(chan struct{}),
 		procs:  map[string]*Process{},
+		names:  map[string]*Process{},
 	}
 	r.wg.Add(1)
 	go r.reclaim()
@@ -254,6 +256,9 @@ func (r *Registry) start(c executor.Command, o StartOptions) (*Process, error) {
 	if limit := r.opts.maxRunning(); r.running >= limit {
 		return nil, fmt.Errorf("%w (limit %d)", ErrTooMany, limit)
 	}
+	if err := r.claimNameLocked(o.Name); err != nil {
+		return nil, err
+	}
 	p := &Process{
 		ID:        uuid.NewString(),
 		Command:   c.Cmd,
@@ -264,6 +269,7 @@ func (r *Registry) start(c executor.Command, o StartOptions) (*Process, error) {
 		ring:      newRing(r.opts.maxLines(), r.opts.maxBytes()),
 		subs:      map[*Subscription]struct{}{},
 		status:    StatusRunning,
+		Name:      o.Name,
 		cmd:       c,
 		restart:   o.Restart,
 		stopc:     make(chan struct{}),
@@ -283,6 +289,9 @@ func (r *Registry) start(c executor.Command, o StartOptions) (*Process, error) {
 		r.wg.Add(1)
 	}
 	r.procs[p.ID] = p
+	if p.Name != "" {
+		r.names[p.Name] = p
+	}
 	r.order = append(r.order, p)
 	r.running++
 	r.started++
@@ -329,19 +338,23 @@ func (r *Registry) retire(p *Process) (forgotten []*Process) {
 		MaxBytes: r.opts.maxFinishedBytes(), Bytes: (*Process).logBytes, Release: (*Process).releaseLogs})
 	for _, old := range forgotten {
 		delete(r.procs, old.ID)
+		r.forgetNameLocked(old)
 		r.order = slices.DeleteFunc(r.order, func(q *Process) bool { return q == old })
 	}
 	return forgotten
 }
 
-// Get returns the process with the given id, or an error wrapping
-// ErrNotFound.
+// Get returns the process with the given id, or else the newest process
+// that had that name (StartOptions.Name), running or not; or an error
+// wrapping ErrNotFound.
 func (r *Registry) Get(id string) (*Process, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	p, ok := r.procs[id]
 	if !ok {
-		return nil, notFound(id)
+		if p, ok = r.names[id]; !ok {
+			return nil, notFound(id)
+		}
 	}
 	return p, nil
 }

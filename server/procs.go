@@ -42,9 +42,10 @@ func (s *Server) handleProcessStart(w http.ResponseWriter, r *http.Request) erro
 	if c, _, err = s.sessionCommand(req.Session, string(req.User), c, false); err != nil {
 		return err
 	}
-	p, err := s.procs.StartWith(c, procs.StartOptions{Ready: ready, Restart: restart})
+	p, err := s.procs.StartWith(c, procs.StartOptions{Ready: ready, Restart: restart, Name: req.Name})
 	if err != nil {
-		if isClientStartError(err) || errors.Is(err, procs.ErrTooMany) {
+		if isClientStartError(err) || errors.Is(err, procs.ErrTooMany) ||
+			errors.Is(err, procs.ErrInvalidName) || errors.Is(err, procs.ErrNameTaken) {
 			return err
 		}
 		s.log.Error().Err(err).Msg("start_process failed")

@@ -96,6 +96,8 @@ var errorStatuses = [...]errorStatus{
 	{err: sessions.ErrTooMany, code: http.StatusServiceUnavailable},
 	{err: sessions.ErrClosed, code: http.StatusServiceUnavailable},
 	{err: executor.ErrLimitsUnsupported, code: http.StatusNotImplemented, bare: true},
+	{err: procs.ErrInvalidName, code: http.StatusBadRequest},
+	{err: procs.ErrNameTaken, code: http.StatusConflict},
 }
 
 // replyOf returns the status, message and extra fields of the reply err

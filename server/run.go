@@ -47,6 +47,9 @@ type commandRequest struct {
 	// Restart, for /start_process, is its restart policy; see
 	// parseRestart. /run and /run_streaming refuse it.
 	Restart json.RawMessage `json:"restart"`
+	// Name, for /start_process, names the process; /run and
+	// /run_streaming refuse it.
+	Name string `json:"name"`
 }
 
 // command validates req and returns the command it asks for.
@@ -100,6 +103,9 @@ func (s *Server) decodeCommand(w http.ResponseWriter, r *http.Request, foregroun
 		}
 		if len(req.Restart) > 0 && string(req.Restart) != "null" {
 			return c, nil, errorf(http.StatusBadRequest, "restart is for /start_process only")
+		}
+		if req.Name != "" {
+			return c, nil, errorf(http.StatusBadRequest, "name is for /start_process only")
 		}
 	}
 	return s.sessionCommand(req.Session, string(req.User), c, foreground)
