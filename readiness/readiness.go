@@ -79,12 +79,15 @@ func Wait(ctx context.Context, s Spec, exited <-chan struct{}) Result {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, s.timeout())
 	defer cancel()
-	client := &http.Client{
-		Transport: &http.Transport{DisableKeepAlives: true, Proxy: nil},
-		// A redirect is an answer: its status decides.
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	var client *http.Client // only http probes need one
+	if s.Mode == ModeHTTP {
+		client = &http.Client{
+			Transport: &http.Transport{DisableKeepAlives: true, Proxy: nil},
+			// A redirect is an answer: its status decides.
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		}
+		defer client.CloseIdleConnections()
 	}
-	defer client.CloseIdleConnections()
 	var lastErr string
 	for gap := firstGap; ; gap = min(2*gap, maxGap) {
 		addr, errText := probeRound(ctx, client, s)
