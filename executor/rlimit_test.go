@@ -163,3 +163,28 @@ func TestLimitsOr(t *testing.T) {
 	def := Limits{CPUSeconds: 5, MemoryBytes: 100}
 	assert.Equal(t, Limits{CPUSeconds: 1, MemoryBytes: 100, Pids: 3}, Limits{CPUSeconds: 1, Pids: 3}.Or(def))
 }
+
+// TestCgroupLimits runs only where the test may make cgroup v2 leaves (a
+// microVM, a container with a delegated cgroup namespace); elsewhere the
+// server's tests assert the 501, and the cgroups package's the leaves on a
+// fake tree. Probe may move this test process into a leaf of its own, as it
+// does the agent.
+func TestCgroupLimits(t *testing.T) {
+	m, err := cgroups.Probe()
+	if err != nil {
+		t.Skipf("no writable cgroup v2 hierarchy here: %v", err)
+	}
+	r := &Runner{Helper: "/proc/self/exe", Cgroups: m}
+	out, err := r.Run(t.Context(), Command{Cmd: "/usr/bin/python3 -c 'bytearray(512 << 20)'", Limits: Limits{MemoryBytes: 64 << 20}})
+	require.NoError(t, err)
+	assert.Equal(t, ReasonMemoryLimit, out.Limit, "code %d, stderr %s", out.Code, out.Stderr)
+
+	out, err = r.Run(t.Context(), Command{Cmd: "for i in $(seq 40); do sleep 5 & done; wait", Limits: Limits{Pids: 10}})
+	require.NoError(t, err)
+	assert.Equal(t, ReasonPidsLimit, out.Limit, "code %d, stderr %s", out.Code, out.Stderr)
+
+	// The agent (here, this test) lives, and may run the next command.
+	out, err = r.Run(t.Context(), Command{Cmd: "echo alive", Limits: Limits{MemoryBytes: 64 << 20, Pids: 10}})
+	require.NoError(t, err)
+	assert.Equal(t, "alive\n", string(out.Stdout))
+}
