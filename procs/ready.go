@@ -6,20 +6,6 @@ import (
 	"github.com/sandbox-executor/sandbox-executor/readiness"
 )
 
-// StartOptions are what a background process may be given beyond its
-// command. The zero value adds nothing.
-type StartOptions struct {
-	// Ready, if set, is probed from the start until it passes, its
-	// timeout passes, or the process ends; see Process.Ready.
-	Ready *readiness.Spec
-	// Restart, if set, starts the process again when it ends, as the
-	// policy says.
-	Restart *RestartPolicy
-	// Name, if not empty, names the process: 1 to 64 of A-Z a-z 0-9 . _
-	// -, which no running process (or one waiting to restart) may have.
-	Name string
-}
-
 // readyProbe is a process's readiness probe. Its spec is fixed at start;
 // passed is closed once the probe passed, ended once it stopped, passed or
 // not, after res is set.

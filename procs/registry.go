@@ -229,22 +229,6 @@ func (r *Registry) Start(c executor.Command) (*Process, error) {
 	return r.StartWith(c, StartOptions{})
 }
 
-// StartWith is Start with o.
-func (r *Registry) StartWith(c executor.Command, o StartOptions) (*Process, error) {
-	p, err := r.start(c, o)
-	if err != nil {
-		return nil, err
-	}
-	// Logged before the watch starts, which logs the exit: a process that
-	// ends at once is still logged as started first.
-	r.opts.Log.Debug().Str("id", p.ID).Int("pid", p.PID).Str("command", logCommand(c.Cmd)).Msg("process started")
-	go r.watch(p)
-	if p.ready != nil {
-		go r.probeReady(p)
-	}
-	return p, nil
-}
-
 // start starts c and registers the process; r.wg counts its watch and its
 // readiness probe, which the caller starts.
 func (r *Registry) start(c executor.Command, o StartOptions) (*Process, error) {
