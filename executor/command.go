@@ -62,4 +62,7 @@ type Command struct {
 	// Stdin keeps the command's stdin a pipe open after Input, for
 	// Process.WriteStdin, until Process.CloseStdin or the command's end.
 	Stdin bool
+	// Limits bound what the command may use; see limits.go. The zero
+	// value sets none.
+	Limits Limits
 }

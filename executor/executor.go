@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/sandbox-executor/sandbox-executor/cgroups"
 )
 
 // Runner starts commands. The zero Runner is ready to use.
@@ -57,6 +59,15 @@ type Runner struct {
 	// the kernel kills a command before it kills the agent. If zero, 500;
 	// if negative, commands keep the agent's.
 	OOMScoreAdj int
+	// Helper is the path of the agent's own binary, run as the rlimit
+	// helper (see RunHelper) for a command with Limits.CPUSeconds,
+	// FileSizeBytes or OpenFiles. If empty, such a command is refused
+	// with ErrLimitsUnsupported.
+	Helper string
+	// Cgroups makes the cgroup leaf of a command with Limits.MemoryBytes
+	// or Pids. If nil, such a command is refused with
+	// ErrLimitsUnsupported.
+	Cgroups *cgroups.Manager
 
 	// The pipe readers' buffers are reused: a /run of `true` would
 	// otherwise allocate two of them, most of its garbage.
@@ -124,6 +135,9 @@ type Result struct {
 	// longer than MaxOutput; see Output.) Output the command wrote before
 	// its shell exited is never cut.
 	Truncated bool
+	// Limit is the reason (ReasonCPULimit ...) of the limit of
+	// Command.Limits that ended the command, or empty if none did.
+	Limit string
 }
 
 // Process is a started command.
@@ -134,9 +148,11 @@ type Process struct {
 	stdin    *stdinPipe     // nil if stdin is /dev/null
 	done     chan struct{}  // closed by wait once res is set
 	res      Result
-	timedOut atomic.Bool // set by cmd.Cancel when the timeout, not the caller, ended the command
-	reaped   atomic.Bool // set by wait once cmd.Wait has returned: the group's number may be reused once the group is empty
-	tty      bool        // started by StartTTY: it leads a session, whose jobs have groups of their own
+	timedOut atomic.Bool   // set by cmd.Cancel when the timeout, not the caller, ended the command
+	reaped   atomic.Bool   // set by wait once cmd.Wait has returned: the group's number may be reused once the group is empty
+	tty      bool          // started by StartTTY: it leads a session, whose jobs have groups of their own
+	limits   Limits        // Command.Limits
+	leaf     *cgroups.Leaf // the command's cgroup leaf, if its limits need one; removed by wait
 }
 
 // Run runs c to the end and returns its result with what it wrote, each
@@ -231,10 +247,17 @@ func (r *Runner) startProcess(ctx context.Context, c Command, bufs buffers, stdo
 	if inR != nil {
 		cmd.Stdin = inR
 	}
-	if err := p.startCmd(); err != nil {
+	leaf, err := r.applyLimits(cmd, c.Limits)
+	if err == nil {
+		p.limits, p.leaf = c.Limits, leaf
+		err = p.startCmd()
+		closeCgroupFD(cmd)
+	}
+	if err != nil {
 		cancelTimeout()
 		closeAll(outR, outW, errR, errW, inR)
 		p.abortStdin()
+		endLeaf(leaf)
 		return nil, startError(c, err)
 	}
 	closeAll(outW, errW, inR) // the child has its copies; EOF comes when it and its children close theirs
@@ -314,6 +337,7 @@ func (p *Process) wait(ctx context.Context, cancelTimeout context.CancelFunc, re
 
 	p.res = result(p.cmd.ProcessState, p.timedOut.Load())
 	p.res.Truncated = p.readers[0].truncated || p.readers[1].truncated
+	p.res.Limit = limitFired(p.res, p.limits, endLeaf(p.leaf), cpuTime(p.cmd.ProcessState))
 	p.runner.release(p)
 	close(p.done)
 }

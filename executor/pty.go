@@ -27,12 +27,14 @@ type TTYCommand struct {
 	OnStart func(*Process)
 	// Cols and Rows are the terminal's initial size; zero means 80 and 24.
 	Cols, Rows uint16
+	// Limits bound what the terminal's processes may use, as on Command.
+	Limits Limits
 }
 
 // command is c as a Command, for what the two share: the environment, the
 // credential and the checks of both.
 func (c TTYCommand) command() Command {
-	return Command{Dir: c.Dir, Env: c.Env, BaseEnv: c.BaseEnv, User: c.User}
+	return Command{Dir: c.Dir, Env: c.Env, BaseEnv: c.BaseEnv, User: c.User, Limits: c.Limits}
 }
 
 // check returns an error wrapping ErrInvalidCommand or ErrInvalidDir if c
@@ -69,6 +71,9 @@ func (c TTYCommand) check() error {
 // TimedOut or Truncated set. Errors are Start's.
 func (r *Runner) StartTTY(c TTYCommand) (*Process, *os.File, error) {
 	if err := c.check(); err != nil {
+		return nil, nil, err
+	}
+	if err := r.CheckLimits(c.Limits); err != nil {
 		return nil, nil, err
 	}
 	if err := r.acquire(); err != nil {
@@ -111,9 +116,16 @@ func (r *Runner) startTTY(c TTYCommand) (*Process, *os.File, error) {
 	// (Ctty 0: the child's stdin). It is then its own group's leader
 	// already: Setpgid on a session leader fails with EPERM.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Credential: cc.credential()}
-	p := &Process{cmd: cmd, runner: r, done: make(chan struct{}), tty: true}
-	if err := p.startCmd(); err != nil {
+	p := &Process{cmd: cmd, runner: r, done: make(chan struct{}), tty: true, limits: c.Limits}
+	leaf, err := r.applyLimits(cmd, c.Limits)
+	if err == nil {
+		p.leaf = leaf
+		err = p.startCmd()
+		closeCgroupFD(cmd)
+	}
+	if err != nil {
 		master.Close()
+		endLeaf(leaf)
 		return nil, nil, startError(cc, err)
 	}
 	r.oom.adjust(cmd.Process.Pid, r.oomScoreAdj())
@@ -136,6 +148,7 @@ func (p *Process) waitTTY() {
 		p.runner.Reaper.Done(p.cmd.Process.Pid)
 	}
 	p.res = result(p.cmd.ProcessState, false)
+	p.res.Limit = limitFired(p.res, p.limits, endLeaf(p.leaf), cpuTime(p.cmd.ProcessState))
 	p.runner.release(p)
 	close(p.done)
 }

@@ -80,10 +80,13 @@ func (r *Runner) privileged() bool {
 }
 
 // check is Check, and also refuses a Command.User that r may not switch
-// to.
+// to and Limits that r cannot apply.
 func (r *Runner) check(c Command) error {
 	if c.User != nil && !r.privileged() {
 		return ErrNotPrivileged
+	}
+	if err := r.CheckLimits(c.Limits); err != nil {
+		return err
 	}
 	return Check(c)
 }

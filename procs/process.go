@@ -31,14 +31,24 @@ const (
 
 // Process is one background process and its retained output.
 type Process struct {
-	ID        string
-	Command   string
+	ID      string
+	Command string
+	// Name, if not empty, is the name it was started with
+	// (StartOptions.Name), which Get takes in place of its id.
+	Name string
+	// PID is the pid of its first run; Info has the current run's.
 	PID       int
 	StartedAt time.Time
+	Limits    executor.Limits // the command's limits
 
-	exec   *executor.Process
-	done   chan struct{} // closed by finish, after status leaves running
-	budget *budget       // shared by every process of the registry
+	done  chan struct{} // closed by finish, after status leaves running
+	ready *readyProbe   // nil without StartOptions.Ready
+	// cmd and restart are fixed at start: the command each run starts
+	// with, and the restart policy, nil if none.
+	cmd     executor.Command
+	restart *RestartPolicy
+	stopc   chan struct{} // closed by stopLocked: no run starts after it
+	budget  *budget       // shared by every process of the registry
 
 	// held is ring.footprint() as of p's last change to it, written under
 	// mu, so that the budget can weigh p without taking mu.
@@ -54,7 +64,18 @@ type Process struct {
 	status      Status
 	exitCode    int
 	completedAt time.Time
-	sent        uint64 // bit n-1 is set once signal n was sent while the command ran
+	sent        uint64            // bit n-1 is set once signal n was sent while the command ran
+	exec        *executor.Process // the current run, or the last one
+	pid         int               // exec's pid
+	runStart    time.Time         // when exec started
+	lastRes     *executor.Result  // how the last run ended; nil before the first ends
+	restarts    int               // restarts so far
+	nextDelay   time.Duration     // the delay of the next restart; 0 before the first
+	waiting     bool              // between two runs
+	stopped     bool              // no run starts any more: Kill, or Close
+	killedWait  bool              // Kill stopped it while it waited to restart
+	events      []eventAt         // the last maxEvents restart events, oldest first
+	eventCount  uint64            // restart events ever recorded
 }
 
 // Info is a snapshot of a process for listing.
@@ -66,16 +87,32 @@ type Info struct {
 	ExitCode    *int // nil while running
 	StartedAt   time.Time
 	CompletedAt time.Time // zero while running
+	Limits      executor.Limits
+	// Result is how the command's last run ended (which limit fired, the
+	// signal); nil until one has. With a restart policy, a process that
+	// restarted is running with the Result of its last run.
+	Result *executor.Result
+	// Restarts is how many times it restarted; -1 without a restart
+	// policy.
+	Restarts int
 }
 
 // Info returns a snapshot of p.
 func (p *Process) Info() Info {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	info := Info{ID: p.ID, PID: p.PID, Status: p.status, Command: p.Command, StartedAt: p.StartedAt, CompletedAt: p.completedAt}
+	info := Info{ID: p.ID, PID: p.pid, Status: p.status, Command: p.Command, StartedAt: p.StartedAt,
+		CompletedAt: p.completedAt, Limits: p.Limits, Restarts: -1}
 	if p.status != StatusRunning {
 		code := p.exitCode
 		info.ExitCode = &code
+	}
+	if p.lastRes != nil {
+		res := *p.lastRes
+		info.Result = &res
+	}
+	if p.restart != nil {
+		info.Restarts = p.restarts
 	}
 	return info
 }
@@ -132,10 +169,11 @@ func (p *Process) wakeLocked() {
 // finish records how p ended and wakes its subscribers so they can end.
 func (p *Process) finish(res executor.Result) {
 	p.mu.Lock()
-	p.exitCode = res.Code
+	p.exitCode, p.lastRes = res.Code, &res
 	p.completedAt = time.Now()
+	p.waiting = false
 	switch {
-	case p.diedOfSentLocked(res):
+	case p.killedWait, p.diedOfSentLocked(res):
 		p.status = StatusKilled
 	case res.Code == 0:
 		p.status = StatusCompleted
@@ -173,6 +211,16 @@ func (p *Process) diedOfSentLocked(res executor.Result) bool {
 // returns an error wrapping ErrNotRunning that names the status.
 func (p *Process) signal(sig syscall.Signal) (exited bool, err error) {
 	p.mu.Lock()
+	if p.restart != nil && p.status == StatusRunning {
+		// Whatever the policy, no run starts after a kill.
+		if p.stopLocked() {
+			// Between two runs: nothing to signal, and it ends now.
+			p.killedWait = true
+			p.mu.Unlock()
+			<-p.done
+			return false, nil
+		}
+	}
 	select {
 	case <-p.exec.Done():
 		exited = true
@@ -230,9 +278,10 @@ func (p *Process) releaseLogs() {
 // process: a subscriber that falls behind the ring skips what was evicted
 // and is told how many lines that was.
 type Subscription struct {
-	p    *Process
-	next uint64        // Seq of the next line to return
-	wake chan struct{} // capacity 1; see Process.wakeLocked
+	p      *Process
+	next   uint64        // Seq of the next line to return
+	nextEv uint64        // number of the next restart event to return
+	wake   chan struct{} // capacity 1; see Process.wakeLocked
 }
 
 // Subscribe returns a Subscription that starts after line Seq after; 0
@@ -248,6 +297,16 @@ func (p *Process) Subscribe(after uint64) *Subscription {
 	s := &Subscription{p: p, next: next, wake: make(chan struct{}, 1)}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	// The restart events that come after line after are replayed (one
+	// right after it, too: events have no number a reader could resume
+	// from).
+	s.nextEv = p.eventCount + 1
+	for _, e := range p.events {
+		if e.after >= after {
+			s.nextEv = e.n
+			break
+		}
+	}
 	p.subs[s] = struct{}{}
 	return s
 }
@@ -264,17 +323,43 @@ func (s *Subscription) Close() {
 // lines were evicted before s could read them, and whether the process has
 // ended and every line it printed has been returned or evicted.
 func (s *Subscription) Read(dst []Line) (lines []Line, missed uint64, ended bool) {
-	limit := max(cap(dst)-len(dst), 1)
+	limit, start := max(cap(dst)-len(dst), 1), len(dst)
 	s.p.mu.Lock()
 	defer s.p.mu.Unlock()
 	if oldest := s.p.ring.oldest(); s.next < oldest {
 		missed, s.next = oldest-s.next, oldest
 	}
-	n := len(dst)
-	dst = s.p.ring.appendFrom(dst, s.next, limit)
-	s.next += uint64(len(dst) - n)
+	if len(s.p.events) > 0 && s.nextEv < s.p.events[0].n {
+		s.nextEv = s.p.events[0].n // older ones were let go
+	}
+	for room := limit; room > 0; room = limit - len(dst) + start {
+		if e := s.p.eventLocked(s.nextEv); e != nil && e.after < s.next {
+			dst = append(dst, Line{Nanos: e.nanos, Data: e.json})
+			s.nextEv++
+			continue
+		}
+		n := room
+		if e := s.p.eventLocked(s.nextEv); e != nil {
+			n = min(n, int(e.after-s.next+1)) // the lines up to the event
+		}
+		before := len(dst)
+		dst = s.p.ring.appendFrom(dst, s.next, n)
+		if len(dst) == before {
+			break
+		}
+		s.next += uint64(len(dst) - before)
+	}
 	// >=, not ==: a reader may resume after a Seq the process never reached.
-	return dst, missed, s.p.status != StatusRunning && s.next >= s.p.ring.nextSeq
+	return dst, missed, s.p.status != StatusRunning && s.next >= s.p.ring.nextSeq && s.nextEv > s.p.eventCount
+}
+
+// eventLocked returns restart event number n, or nil if it is not (or no
+// longer) kept. p.mu must be held.
+func (p *Process) eventLocked(n uint64) *eventAt {
+	if len(p.events) == 0 || n > p.eventCount || n < p.events[0].n {
+		return nil
+	}
+	return &p.events[n-p.events[0].n]
 }
 
 // Wake returns a channel that receives after new lines arrive, the process

@@ -150,6 +150,7 @@ type Registry struct {
 	// mu, or the budget's, is held.
 	mu       sync.Mutex
 	procs    map[string]*Process
+	names    map[string]*Process     // the newest process that had each name
 	order    []*Process              // in start order, for List
 	finished finished.List[*Process] // in finish order, those still listed
 	running  int                     // started and not yet finished
@@ -167,6 +168,7 @@ func NewRegistry(runner *executor.Runner, opts Options) *Registry {
 		budget: newBudget(int64(opts.maxTotalBytes()), reclaimInterval, debug.FreeOSMemory),
 		quit:   make(chan struct{}),
 		procs:  map[string]*Process{},
+		names:  map[string]*Process{},
 	}
 	r.wg.Add(1)
 	go r.reclaim()
@@ -224,20 +226,12 @@ func (r *Registry) LogBudget() int { return r.opts.maxTotalBytes() }
 // asked for it: it ends by itself, by Kill, or by Close. c.Timeout, if
 // set, applies as for any command.
 func (r *Registry) Start(c executor.Command) (*Process, error) {
-	p, err := r.start(c)
-	if err != nil {
-		return nil, err
-	}
-	// Logged before the watch starts, which logs the exit: a process that
-	// ends at once is still logged as started first.
-	r.opts.Log.Debug().Str("id", p.ID).Int("pid", p.PID).Str("command", logCommand(c.Cmd)).Msg("process started")
-	go r.watch(p)
-	return p, nil
+	return r.StartWith(c, StartOptions{})
 }
 
-// start starts c and registers the process; r.wg counts its watch, which
-// the caller starts.
-func (r *Registry) start(c executor.Command) (*Process, error) {
+// start starts c and registers the process; r.wg counts its watch and its
+// readiness probe, which the caller starts.
+func (r *Registry) start(c executor.Command, o StartOptions) (*Process, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
@@ -246,15 +240,23 @@ func (r *Registry) start(c executor.Command) (*Process, error) {
 	if limit := r.opts.maxRunning(); r.running >= limit {
 		return nil, fmt.Errorf("%w (limit %d)", ErrTooMany, limit)
 	}
+	if err := r.claimNameLocked(o.Name); err != nil {
+		return nil, err
+	}
 	p := &Process{
 		ID:        uuid.NewString(),
 		Command:   c.Cmd,
 		StartedAt: time.Now().UTC(),
+		Limits:    c.Limits,
 		done:      make(chan struct{}),
 		budget:    r.budget,
 		ring:      newRing(r.opts.maxLines(), r.opts.maxBytes()),
 		subs:      map[*Subscription]struct{}{},
 		status:    StatusRunning,
+		Name:      o.Name,
+		cmd:       c,
+		restart:   o.Restart,
+		stopc:     make(chan struct{}),
 	}
 	r.budget.join(p) // before its first line
 	// Background processes belong to the registry, not to a request:
@@ -264,8 +266,16 @@ func (r *Registry) start(c executor.Command) (*Process, error) {
 		r.budget.leave(p)
 		return nil, err
 	}
-	p.exec, p.PID = ex, ex.Pid()
+	p.exec, p.PID, p.pid, p.runStart = ex, ex.Pid(), ex.Pid(), time.Now()
+	p.cmd.Input = "" // the command holds it until written; a restart sends none
+	if o.Ready != nil {
+		p.ready = &readyProbe{spec: *o.Ready, passed: make(chan struct{}), ended: make(chan struct{})}
+		r.wg.Add(1)
+	}
 	r.procs[p.ID] = p
+	if p.Name != "" {
+		r.names[p.Name] = p
+	}
 	r.order = append(r.order, p)
 	r.running++
 	r.started++
@@ -277,7 +287,18 @@ func (r *Registry) start(c executor.Command) (*Process, error) {
 // process has ended and its output has been stored.
 func (r *Registry) watch(p *Process) {
 	defer r.wg.Done()
-	res := p.exec.Wait()
+	var res executor.Result
+	for {
+		ex := p.current()
+		res = ex.Wait()
+		p.mu.Lock()
+		ran := time.Since(p.runStart)
+		p.mu.Unlock()
+		delay, again := p.nextRun(res, ran)
+		if !again || !r.rerun(p, delay) {
+			break
+		}
+	}
 	p.finish(res)
 	if ev := r.opts.Log.Debug(); ev.Enabled() {
 		info := p.Info()
@@ -301,19 +322,23 @@ func (r *Registry) retire(p *Process) (forgotten []*Process) {
 		MaxBytes: r.opts.maxFinishedBytes(), Bytes: (*Process).logBytes, Release: (*Process).releaseLogs})
 	for _, old := range forgotten {
 		delete(r.procs, old.ID)
+		r.forgetNameLocked(old)
 		r.order = slices.DeleteFunc(r.order, func(q *Process) bool { return q == old })
 	}
 	return forgotten
 }
 
-// Get returns the process with the given id, or an error wrapping
-// ErrNotFound.
+// Get returns the process with the given id, or else the newest process
+// that had that name (StartOptions.Name), running or not; or an error
+// wrapping ErrNotFound.
 func (r *Registry) Get(id string) (*Process, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	p, ok := r.procs[id]
 	if !ok {
-		return nil, notFound(id)
+		if p, ok = r.names[id]; !ok {
+			return nil, notFound(id)
+		}
 	}
 	return p, nil
 }
@@ -367,7 +392,11 @@ func (r *Registry) Close(ctx context.Context) error {
 	procs := slices.Clone(r.order)
 	r.mu.Unlock()
 	for _, p := range procs {
-		_ = p.exec.Signal(syscall.SIGKILL) // ErrFinished for those already done
+		p.mu.Lock()
+		p.stopLocked() // no restart: a process waiting for one ends now
+		ex := p.exec
+		p.mu.Unlock()
+		_ = ex.Signal(syscall.SIGKILL) // ErrFinished for those already done
 	}
 	// SIGKILL and the executor's bounded drain make the last watch end
 	// within seconds, even if ctx ends first.

@@ -22,6 +22,11 @@ type Line struct {
 	Data []byte
 }
 
+// IsEvent reports whether l is no line but a restart event between two
+// runs, as a Subscription returns them: its Seq is 0 (it takes no line
+// number) and its Data is the RestartEvent in JSON.
+func (l Line) IsEvent() bool { return l.Seq == 0 }
+
 // Time returns when the line was read.
 func (l Line) Time() time.Time { return time.Unix(0, l.Nanos) }
 

@@ -14,7 +14,7 @@ import (
 // see executor.Process.WriteStdin, whose errors it returns, except that
 // once p has ended the error wraps ErrNotRunning and names p's status.
 func (p *Process) WriteStdin(ctx context.Context, src io.Reader, stall time.Duration) (int64, error) {
-	n, err := p.exec.WriteStdin(ctx, src, stall)
+	n, err := p.current().WriteStdin(ctx, src, stall)
 	ended := errors.Is(err, executor.ErrFinished)
 	if !ended && errors.Is(err, executor.ErrStdinClosed) {
 		// Closed by the command (EPIPE), which may have exited, or be
@@ -22,7 +22,7 @@ func (p *Process) WriteStdin(ctx context.Context, src io.Reader, stall time.Dura
 		// before the kill can close the pipe, so this sees it, and the
 		// wait below is for an end that is certain.
 		select {
-		case <-p.exec.Done():
+		case <-p.current().Done():
 			ended = true
 		default:
 			p.mu.Lock()
@@ -40,5 +40,5 @@ func (p *Process) WriteStdin(ctx context.Context, src io.Reader, stall time.Dura
 // CloseStdin closes p's stdin; see executor.Process.CloseStdin. It is
 // idempotent, and does nothing once p has ended.
 func (p *Process) CloseStdin() error {
-	return p.exec.CloseStdin()
+	return p.current().CloseStdin()
 }

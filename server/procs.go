@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"strconv"
@@ -22,13 +23,29 @@ const killWait = 3 * time.Second
 // starts from the session's state, commits none, and is killed with the
 // session.
 func (s *Server) handleProcessStart(w http.ResponseWriter, r *http.Request) error {
-	c, _, err := s.decodeCommand(w, r, false)
+	req, err := decode[commandRequest](w, r, s.cfg.MaxBody)
 	if err != nil {
 		return err
 	}
-	p, err := s.procs.Start(c)
+	c, err := req.command()
 	if err != nil {
-		if isClientStartError(err) || errors.Is(err, procs.ErrTooMany) {
+		return err
+	}
+	ready, err := parseReady(req.Ready)
+	if err != nil {
+		return err
+	}
+	restart, err := parseRestart(req.Restart)
+	if err != nil {
+		return err
+	}
+	if c, _, err = s.sessionCommand(req.Session, string(req.User), c, false); err != nil {
+		return err
+	}
+	p, err := s.procs.StartWith(c, procs.StartOptions{Ready: ready, Restart: restart, Name: req.Name})
+	if err != nil {
+		if isClientStartError(err) || errors.Is(err, procs.ErrTooMany) ||
+			errors.Is(err, procs.ErrInvalidName) || errors.Is(err, procs.ErrNameTaken) {
 			return err
 		}
 		s.log.Error().Err(err).Msg("start_process failed")
@@ -161,6 +178,10 @@ func (s *Server) handleProcessLogs(w http.ResponseWriter, r *http.Request) error
 				"message": strconv.FormatUint(missed, 10) + " log lines were dropped from the buffer before they could be sent"})
 		}
 		for _, l := range lines {
+			if l.IsEvent() {
+				_ = sw.Event("restart", json.RawMessage(l.Data)) // no id: it takes no line number
+				continue
+			}
 			prefix := tc.prefix(l.Nanos, l.Stream)
 			_ = sw.AppendEventFunc(l.Seq, "log", func(b []byte) []byte {
 				b = append(b, prefix...)

@@ -95,6 +95,9 @@ var errorStatuses = [...]errorStatus{
 	{err: executor.ErrNotPrivileged, code: http.StatusForbidden},
 	{err: sessions.ErrTooMany, code: http.StatusServiceUnavailable},
 	{err: sessions.ErrClosed, code: http.StatusServiceUnavailable},
+	{err: executor.ErrLimitsUnsupported, code: http.StatusNotImplemented, bare: true},
+	{err: procs.ErrInvalidName, code: http.StatusBadRequest},
+	{err: procs.ErrNameTaken, code: http.StatusConflict},
 }
 
 // replyOf returns the status, message and extra fields of the reply err

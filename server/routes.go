@@ -50,6 +50,7 @@ func (s *Server) routes() {
 	// HEAD too: load balancers and uptime checkers send it.
 	r.Handle("/health", s.wrap(s.handleHealth)).Methods(get, http.MethodHead)
 	r.Handle("/openapi.yaml", s.wrap(s.handleOpenAPI)).Methods(get)
+	r.Handle("/info", s.wrap(s.handleInfo)).Methods(get)
 
 	r.Handle("/run", s.wrap(s.handleRun)).Methods(post)
 	r.Handle("/run_streaming", s.wrap(s.handleRunStreaming)).Methods(post)
@@ -58,6 +59,8 @@ func (s *Server) routes() {
 	r.Handle("/list_processes", s.wrap(s.handleProcessList)).Methods(get)
 	r.Handle("/kill_process", s.wrap(s.handleProcessKill)).Methods(post)
 	r.Handle("/process_logs_streaming", s.wrap(s.handleProcessLogs)).Methods(get, post)
+	r.Handle("/process_status", s.wrap(s.handleProcessStatus)).Methods(get)
+	r.Handle("/wait_for_port", s.wrap(s.handleWaitForPort)).Methods(post)
 
 	r.Handle("/write_stdin", s.wrap(s.handleStdinWrite)).Methods(post)
 	r.Handle("/close_stdin", s.wrap(s.handleStdinClose)).Methods(post)

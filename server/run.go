@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -38,6 +39,17 @@ type commandRequest struct {
 	// Stdin keeps a background process's stdin open for /write_stdin;
 	// /run and /run_streaming refuse it.
 	Stdin bool `json:"stdin"`
+	// Limits bound what the command may use; see parseLimits.
+	Limits json.RawMessage `json:"limits"`
+	// Ready, for /start_process, is the port it serves and what ready
+	// means for it; see parseReady. /run and /run_streaming refuse it.
+	Ready json.RawMessage `json:"ready"`
+	// Restart, for /start_process, is its restart policy; see
+	// parseRestart. /run and /run_streaming refuse it.
+	Restart json.RawMessage `json:"restart"`
+	// Name, for /start_process, names the process; /run and
+	// /run_streaming refuse it.
+	Name string `json:"name"`
 }
 
 // command validates req and returns the command it asks for.
@@ -47,6 +59,9 @@ func (req commandRequest) command() (executor.Command, error) {
 	}
 	c := executor.Command{Cmd: req.Cmd, Dir: req.Cwd, Env: req.Env, Input: req.Input, Stdin: req.Stdin}
 	var err error
+	if c.Limits, err = parseLimits(req.Limits); err != nil {
+		return c, err
+	}
 	c.Timeout, err = seconds("timeout", req.Timeout)
 	return c, err
 }
@@ -83,6 +98,15 @@ func (s *Server) decodeCommand(w http.ResponseWriter, r *http.Request, foregroun
 		if err := checkNoStdin(c); err != nil {
 			return c, nil, err
 		}
+		if len(req.Ready) > 0 && string(req.Ready) != "null" {
+			return c, nil, errorf(http.StatusBadRequest, "ready is for /start_process only: use /wait_for_port")
+		}
+		if len(req.Restart) > 0 && string(req.Restart) != "null" {
+			return c, nil, errorf(http.StatusBadRequest, "restart is for /start_process only")
+		}
+		if req.Name != "" {
+			return c, nil, errorf(http.StatusBadRequest, "name is for /start_process only")
+		}
 	}
 	return s.sessionCommand(req.Session, string(req.User), c, foreground)
 }
@@ -102,7 +126,7 @@ func startError(err error) error {
 func isClientStartError(err error) bool {
 	return errors.Is(err, executor.ErrInvalidDir) || errors.Is(err, executor.ErrInvalidCommand) ||
 		errors.Is(err, executor.ErrBusy) || errors.Is(err, executor.ErrNotPrivileged) ||
-		errors.Is(err, executor.ErrInputBudget)
+		errors.Is(err, executor.ErrInputBudget) || errors.Is(err, executor.ErrLimitsUnsupported)
 }
 
 // timeoutMessage is the error of a command its timeout stopped.
@@ -118,7 +142,7 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	timeout := c.Timeout
+	timeout, limited := c.Timeout, !c.Limits.IsZero()
 	// c is not kept: its input is the command's to hold until written,
 	// which the input budget counts (see executor.Runner.MaxInput).
 	out, err := s.runner.Run(r.Context(), c)
@@ -139,7 +163,12 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) error {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
-	_ = writeRunReply(w, &out, msg, sessionErr) // an error here means the client left
+	var term *executor.Termination
+	if limited {
+		t := limitedTermination(out.Result)
+		term = &t
+	}
+	_ = writeRunReply(w, &out, msg, sessionErr, term) // an error here means the client left
 	return nil
 }
 
@@ -152,19 +181,20 @@ const smallReply = 8 << 10
 //	{"stdout":"...","stderr":"...","error":"...","code":N,"truncated":true,"session_error":"..."}
 //
 // with error only when msg is not empty, truncated only when true and
-// session_error only when sessionErr is not empty, followed by a newline, as encoding/json's Encoder would write it, except
+// session_error only when sessionErr is not empty, termination only when
+// term is not nil (a command with limits), followed by a newline, as encoding/json's Encoder would write it, except
 // that '<', '>' and '&' are not escaped (as in /run_streaming's events).
 // Output is escaped straight from out's buffers in bounded pieces (see
 // sse.JSONString): however large the output, and escaping can make it six
 // times larger, the reply is never built whole.
-func writeRunReply(w io.Writer, out *executor.Output, msg, sessionErr string) error {
+func writeRunReply(w io.Writer, out *executor.Output, msg, sessionErr string, term *executor.Termination) error {
 	if len(out.Stdout)+len(out.Stderr) <= smallReply {
 		b := make([]byte, 0, 64+len(msg)+2*(len(out.Stdout)+len(out.Stderr)))
 		b = append(b, `{"stdout":`...)
 		b = sse.AppendJSONString(b, out.Stdout)
 		b = append(b, `,"stderr":`...)
 		b = sse.AppendJSONString(b, out.Stderr)
-		b = appendRunReplyEnd(b, out, msg, sessionErr)
+		b = appendRunReplyEnd(b, out, msg, sessionErr, term)
 		_, err := w.Write(b)
 		return err
 	}
@@ -180,13 +210,13 @@ func writeRunReply(w io.Writer, out *executor.Output, msg, sessionErr string) er
 	if err := writeJSONString(w, out.Stderr); err != nil {
 		return err
 	}
-	_, err := w.Write(appendRunReplyEnd(nil, out, msg, sessionErr))
+	_, err := w.Write(appendRunReplyEnd(nil, out, msg, sessionErr, term))
 	return err
 }
 
 // appendRunReplyEnd appends the fields of a /run reply after stderr, and
 // the closing brace and newline.
-func appendRunReplyEnd(b []byte, out *executor.Output, msg, sessionErr string) []byte {
+func appendRunReplyEnd(b []byte, out *executor.Output, msg, sessionErr string, term *executor.Termination) []byte {
 	if msg != "" {
 		b = append(b, `,"error":`...)
 		b = sse.AppendJSONString(b, []byte(msg))
@@ -199,6 +229,10 @@ func appendRunReplyEnd(b []byte, out *executor.Output, msg, sessionErr string) [
 	if sessionErr != "" {
 		b = append(b, `,"session_error":`...)
 		b = sse.AppendJSONString(b, []byte(sessionErr))
+	}
+	if term != nil {
+		t, _ := json.Marshal(term) // a struct of strings: it cannot fail
+		b = append(append(b, `,"termination":`...), t...)
 	}
 	return append(b, "}\n"...)
 }
@@ -235,7 +269,7 @@ func (s *Server) handleRunStreaming(w http.ResponseWriter, r *http.Request) erro
 	}
 	// Neither req nor c is kept once the command has started: its input
 	// is the command's to hold until written (see executor.Runner.MaxInput).
-	pings, timeout := wantsPings(r, req), c.Timeout
+	pings, timeout, limited := wantsPings(r, req), c.Timeout, !c.Limits.IsZero()
 	// A client that stalls past the stall timeout has not closed the
 	// connection, so r.Context() lives on: the stream ends the command
 	// itself when a write fails.
@@ -278,6 +312,8 @@ func (s *Server) handleRunStreaming(w http.ResponseWriter, r *http.Request) erro
 				// SessionError says why a session's command left its state
 				// uncommitted (the session environment budget).
 				SessionError string `json:"session_error,omitempty"`
+				// Termination is given to a command that had limits.
+				Termination *executor.Termination `json:"termination,omitempty"`
 			}
 			done := complete{Code: res.Code, Error: res.Code != 0, Truncated: res.Truncated}
 			if err := call.Finish(&res); err != nil {
@@ -285,6 +321,10 @@ func (s *Server) handleRunStreaming(w http.ResponseWriter, r *http.Request) erro
 			}
 			if res.TimedOut {
 				done.Message = timeoutMessage(timeout)
+			}
+			if limited {
+				t := limitedTermination(res)
+				done.Termination = &t
 			}
 			st.mu.Lock()
 			defer st.mu.Unlock()

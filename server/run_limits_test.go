@@ -55,7 +55,7 @@ func TestRunReplyMatchesEncodingJSON(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			var b bytes.Buffer
-			require.NoError(t, writeRunReply(&b, &tt.out, tt.msg, ""))
+			require.NoError(t, writeRunReply(&b, &tt.out, tt.msg, "", nil))
 			assert.Equal(t, string(oldRunReply(t, tt.out, tt.msg)), b.String())
 			assert.True(t, json.Valid(b.Bytes()))
 		})
@@ -110,7 +110,7 @@ func TestRunReplyMemoryIsBounded(t *testing.T) {
 	w := &maxWriter{}
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	require.NoError(t, writeRunReply(w, &out, "", ""))
+	require.NoError(t, writeRunReply(w, &out, "", "", nil))
 	runtime.ReadMemStats(&after)
 	assert.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(512<<10))
 	assert.LessOrEqual(t, w.largest, 64<<10)

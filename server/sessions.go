@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 
 	"github.com/sandbox-executor/sandbox-executor/executor"
@@ -31,6 +32,7 @@ func (s *Server) handleSessionCreate(w http.ResponseWriter, r *http.Request) err
 		IdleTimeout *float64          `json:"idle_timeout"`
 		Timeout     *float64          `json:"timeout"`
 		Reuse       bool              `json:"reuse"`
+		Limits      json.RawMessage   `json:"limits"` // the default of its commands; see parseLimits
 	}
 	req, err := decode[request](w, r, s.cfg.MaxBody)
 	if err != nil {
@@ -48,6 +50,12 @@ func (s *Server) handleSessionCreate(w http.ResponseWriter, r *http.Request) err
 		return err
 	}
 	if cfg.Timeout, err = seconds("timeout", req.Timeout); err != nil {
+		return err
+	}
+	if cfg.Limits, err = parseLimits(req.Limits); err != nil {
+		return err
+	}
+	if err := s.checkLimits(cfg.Limits); err != nil {
 		return err
 	}
 	if cfg.User, err = s.lookupUser(string(req.User)); err != nil {

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"syscall"
@@ -24,6 +25,7 @@ type terminalRequest struct {
 	Rows    *int              `json:"rows"`
 	Session string            `json:"session"` // start from a session's state, as /start_process does
 	User    stringOrNumber    `json:"user"`    // run as that user (a name or a uid)
+	Limits  json.RawMessage   `json:"limits"`  // see parseLimits
 }
 
 // terminalSpec validates req and returns the terminal it asks for. It is
@@ -41,11 +43,16 @@ func (s *Server) terminalSpec(req terminalRequest) (terminals.Spec, error) {
 	if spec.Rows, err = terminalSize("rows", req.Rows, 24); err != nil {
 		return spec, err
 	}
-	c, _, err := s.sessionCommand(req.Session, string(req.User), executor.Command{Dir: req.Cwd, Env: req.Env}, false)
+	lim, err := parseLimits(req.Limits)
+	if err != nil {
+		return spec, err
+	}
+	c, _, err := s.sessionCommand(req.Session, string(req.User), executor.Command{Dir: req.Cwd, Env: req.Env, Limits: lim}, false)
 	if err != nil {
 		return spec, err
 	}
 	spec.Dir, spec.Env, spec.BaseEnv, spec.User, spec.OnStart = c.Dir, c.Env, c.BaseEnv, c.User, c.OnStart
+	spec.Limits = c.Limits
 	if req.Session != "" {
 		// A client using the terminal over its WebSocket uses the
 		// session: its idle timeout must not kill a shell being typed in.

@@ -143,6 +143,7 @@ func (s *Session) prepare(c executor.Command, cwd string, env []string) (executo
 	// cd .. then go by, as in a shell that had cd'd there.
 	c.Dir, c.BaseEnv, c.Env = dir, append(base, "PWD="+dir), overlay
 	c.OnStart = s.track
+	c.Limits = c.Limits.Or(s.limits)
 	return c, dir, overlay
 }
 

@@ -40,6 +40,9 @@ type Config struct {
 	// Reuse makes Create return the session that has ID, if there is
 	// one, rather than ErrExists.
 	Reuse bool
+	// Limits are the default limits of the session's commands and
+	// terminals: a command's own limits win, key by key.
+	Limits executor.Limits
 }
 
 // ValidID reports whether id can name a session.
@@ -133,7 +136,7 @@ func (r *Registry) addLocked(s *Session) (*Session, error) {
 func (r *Registry) newSession(cfg Config) (*Session, error) {
 	now := time.Now()
 	s := &Session{id: cfg.ID, user: cfg.User, userName: r.agentUser, idle: cfg.IdleTimeout,
-		timeout: cfg.Timeout, createdAt: now, lastUsed: now, pruneAt: 16, envs: &r.envs}
+		timeout: cfg.Timeout, limits: cfg.Limits, createdAt: now, lastUsed: now, pruneAt: 16, envs: &r.envs}
 	if cfg.User != nil {
 		s.userName = cfg.User.Name
 	}

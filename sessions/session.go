@@ -14,11 +14,12 @@ import (
 // own.
 type Session struct {
 	id        string
-	user      *executor.User // nil: the agent's own user
-	userName  string         // user's name, or the agent's own
-	workdir   string         // the temp workdir removed with the session; "" if none
-	idle      time.Duration  // 0: never expires
-	timeout   time.Duration  // default timeout of its commands; 0: none
+	user      *executor.User  // nil: the agent's own user
+	userName  string          // user's name, or the agent's own
+	workdir   string          // the temp workdir removed with the session; "" if none
+	idle      time.Duration   // 0: never expires
+	timeout   time.Duration   // default timeout of its commands; 0: none
+	limits    executor.Limits // default limits of its commands, key by key
 	createdAt time.Time
 	envs      *envBudget // the registry's, which envBytes counts in
 

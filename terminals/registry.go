@@ -129,6 +129,9 @@ type Spec struct {
 	// terminal in use keeps its session from expiring. It is called with
 	// no lock of the terminal held, and must not block.
 	OnActivity func()
+	// Limits bound what the terminal's processes may use, as on
+	// executor.Command.
+	Limits executor.Limits
 }
 
 // Registry holds the terminals. Close kills those still running and
@@ -208,7 +211,7 @@ func (r *Registry) command(s Spec) executor.TTYCommand {
 		env[k] = v
 	}
 	c := executor.TTYCommand{Dir: s.Dir, Env: env, BaseEnv: s.BaseEnv, User: s.User, OnStart: s.OnStart,
-		Cols: s.Cols, Rows: s.Rows}
+		Cols: s.Cols, Rows: s.Rows, Limits: s.Limits}
 	if c.Cols == 0 {
 		c.Cols = 80
 	}

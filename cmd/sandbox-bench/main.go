@@ -65,6 +65,7 @@ func sections() []section {
 		{"stdin", "15: 100 MiB through /write_stdin into wc -c", (*bench).sectionStdin},
 		{"mcp", "16: MCP tools/list over /mcp", (*bench).sectionMCP},
 		{"exec", "17: /exec_ws: 1 GiB of output to a client, 100 MiB of stdin", (*bench).sectionExec},
+		{"limits", "18: /run with a limit, and wait_for_port on a listening port", (*bench).sectionLimits},
 	}
 }
 

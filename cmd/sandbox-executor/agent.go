@@ -70,6 +70,7 @@ func (o options) newAgent(ctx context.Context, cfg config, getenv func(string) s
 	// Every child starts from the agent's environment without its
 	// credentials, which have been read above (see isCredentialEnv).
 	runner := &executor.Runner{MaxRunning: cfg.maxCmds, MaxInput: int64(cfg.inputBudget), Env: childEnviron(os.Environ())}
+	setLimits(runner, log)
 	if os.Getpid() == 1 {
 		// As init, the agent inherits every orphan; see executor.Reaper.
 		runner.Reaper = executor.NewReaper()

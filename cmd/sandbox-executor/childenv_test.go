@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -116,6 +118,26 @@ func TestNoChildSeesTheSecret(t *testing.T) {
 		require.NoError(t, err)
 		check("/start_terminal as "+user, procEnviron(term.PID))
 		require.NoError(t, c.KillTerminal(ctx, term.ID, ""))
+
+		// With limits, the command runs through the rlimit helper, which
+		// execs it with its own environment: that is the helper's too.
+		body, err := json.Marshal(map[string]any{"cmd": shellEnv, "cwd": "/", "user": user, "limits": map[string]int{"open_files": 64}})
+		require.NoError(t, err)
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+a.addr+"/run", bytes.NewReader(body))
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+testSecret)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		var limited struct {
+			Stdout      string         `json:"stdout"`
+			Code        int            `json:"code"`
+			Termination map[string]any `json:"termination"`
+		}
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&limited))
+		resp.Body.Close()
+		require.Equal(t, 0, limited.Code, limited.Stdout)
+		assert.Equal(t, map[string]any{"reason": "exit"}, limited.Termination)
+		check("/run with limits as "+user, limited.Stdout)
 
 		s, _, err := c.CreateSession(ctx, client.SessionConfig{User: user, TempWorkdir: true})
 		require.NoError(t, err)

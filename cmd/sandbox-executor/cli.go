@@ -32,7 +32,7 @@ const (
 // rather than one of the agent's flags.
 func isCLICommand(name string) bool {
 	switch name {
-	case "exec", "logs", "cp", "tunnel", "install", "help", "version", "mcp",
+	case "exec", "logs", "cp", "tunnel", "wait-port", "install", "help", "version", "mcp",
 		"shell", "ps", "start", "kill":
 		return true
 	}
@@ -70,6 +70,8 @@ func (o options) runCLI(ctx context.Context, args []string, getenv func(string) 
 		err = c.cp(ctx, args[1:])
 	case "tunnel":
 		err = c.tunnel(ctx, args[1:])
+	case "wait-port":
+		err = c.waitPort(ctx, args[1:])
 	case "install":
 		err = c.install(args[1:])
 	case "mcp":
@@ -100,7 +102,7 @@ func (o options) help(ctx context.Context, c *cli, args []string) error {
 	case len(args) == 1 && isCLICommand(args[0]) && args[0] != "help" && args[0] != "version":
 		return o.runCLI(ctx, []string{args[0], "-h"}, c.getenv, c.stderr)
 	}
-	fmt.Fprintf(c.stderr, "sandbox-executor help: no command %q\nusage: sandbox-executor help [exec|shell|ps|start|kill|logs|cp|tunnel|install]\n",
+	fmt.Fprintf(c.stderr, "sandbox-executor help: no command %q\nusage: sandbox-executor help [exec|shell|ps|start|kill|logs|cp|tunnel|wait-port|install|mcp]\n",
 		strings.Join(args, " "))
 	return exitCodeError{2}
 }

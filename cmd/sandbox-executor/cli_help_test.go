@@ -12,7 +12,7 @@ import (
 // where the help is, on stderr, and exits 2.
 func TestCLIHelp(t *testing.T) {
 	for _, args := range [][]string{
-		{"exec", "-h"}, {"logs", "-h"}, {"cp", "-h"}, {"tunnel", "-h"}, {"install", "-h"}, {"mcp", "-h"}, {"exec", "--help"},
+		{"exec", "-h"}, {"logs", "-h"}, {"cp", "-h"}, {"tunnel", "-h"}, {"wait-port", "-h"}, {"install", "-h"}, {"mcp", "-h"}, {"exec", "--help"},
 		{"shell", "-h"}, {"ps", "-h"}, {"start", "-h"}, {"kill", "-h"},
 		{"help", "cp"}, {"cp", "-r", "-h"},
 	} {
@@ -47,7 +47,7 @@ func TestCLIHelp(t *testing.T) {
 		{[]string{"logs", "-f=maybe", "x"}, "sandbox-executor logs: invalid boolean value \"maybe\" for -f: parse error; " +
 			"usage: sandbox-executor logs [flags] ID (see sandbox-executor logs -h)\n"},
 		{[]string{"help", "nosuch"}, "sandbox-executor help: no command \"nosuch\"\n" +
-			"usage: sandbox-executor help [exec|shell|ps|start|kill|logs|cp|tunnel|install]\n"},
+			"usage: sandbox-executor help [exec|shell|ps|start|kill|logs|cp|tunnel|wait-port|install|mcp]\n"},
 	} {
 		r := runCLI(t, nil, nil, tt.args...)
 		assert.Equal(t, cliResult{2, "", tt.want}, r, "%q", tt.args)

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sandbox-executor/sandbox-executor/client"
+	"github.com/sandbox-executor/sandbox-executor/executor"
 	"github.com/sandbox-executor/sandbox-executor/internal/testutil"
 )
 
@@ -358,4 +359,13 @@ func TestCLIBinary(t *testing.T) {
 	assert.Equal(t, cliResult{42, "out\n", "err\n"}, run(env, "exec", "--", "echo out; echo err >&2; exit 42"))
 	r := run([]string{"SANDBOX_URL=" + a.url, "SANDBOX_SECRET=wrong"}, "exec", "--", "true")
 	assert.Equal(t, cliResult{125, "", "sandbox-executor exec: the agent refused the token (401): set SANDBOX_SECRET (or -token) to the agent's secret\n"}, r)
+
+	// The hidden rlimit helper: main hands it over before anything else,
+	// and help never lists it.
+	assert.Equal(t, cliResult{0, "20\n", ""}, run(nil, executor.HelperArg, "nofile=20", "--", "/bin/sh", "sh", "-c", "ulimit -n"))
+	r = run(nil, executor.HelperArg, "bogus=1", "--", "/bin/true", "true")
+	assert.Equal(t, 126, r.code)
+	help := run(nil, "help")
+	assert.Equal(t, 0, help.code)
+	assert.NotContains(t, help.stdout+help.stderr, executor.HelperArg)
 }

@@ -97,7 +97,7 @@ func parseConfig(args []string, getenv func(string) string, output io.Writer) (c
 	fs.SetOutput(output)
 	fs.Usage = func() {
 		fmt.Fprintln(output, "usage: sandbox-executor [flags] [-- CMD ARGS...]")
-		fmt.Fprintln(output, "       sandbox-executor exec|shell|ps|start|kill|logs|cp|tunnel|install|mcp ... (the client; each has -h)")
+		fmt.Fprintln(output, "       sandbox-executor exec|shell|ps|start|kill|logs|cp|tunnel|wait-port|install|mcp ... (the client; each has -h)")
 		fs.PrintDefaults()
 	}
 	fs.String("secret", "", "bearer `secret` (env SANDBOX_SECRET; prefer the env: arguments are visible to every process)")

@@ -14,9 +14,16 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/sandbox-executor/sandbox-executor/executor"
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == executor.HelperArg {
+		// The rlimit helper of a limited command: it sets the limits and
+		// becomes the command, before the agent starts anything.
+		executor.RunHelper(os.Args[2:])
+	}
 	ctx, stop := notifySignals(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	err := run(ctx, os.Args[1:], os.Getenv, os.Stderr)

@@ -21,6 +21,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sandbox-executor/sandbox-executor/client"
+	"github.com/sandbox-executor/sandbox-executor/executor"
 	"github.com/sandbox-executor/sandbox-executor/internal/testutil"
 	"github.com/sandbox-executor/sandbox-executor/server"
 )
@@ -30,6 +31,9 @@ import (
 const agentEnv = "SANDBOX_EXECUTOR_TEST_AS_AGENT"
 
 func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == executor.HelperArg {
+		executor.RunHelper(os.Args[2:]) // the test binary is the agent's binary here
+	}
 	if os.Getenv(agentEnv) == "1" {
 		main() // exits on error
 		os.Exit(0)
