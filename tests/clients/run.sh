@@ -140,6 +140,7 @@ checks=(
   "paramiko over a raw CONNECT socket, as SDKs do:check_tunnel_paramiko.sh"
   "preview proxy by path and by host: page, asset, SSE, Node ws echo:check_preview.sh"
   "curl /write_stdin --data-binary @file into sha256sum:check_curl_write_stdin.sh"
+  "Python requests driving a code context as a notebook (examples/notebook.py):check_python_contexts.sh"
 )
 passed=0
 failed=0
