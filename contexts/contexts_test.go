@@ -94,3 +94,27 @@ func TestStateLastsBetweenCalls(t *testing.T) {
 	assert.Equal(t, "41", plain(t, evs, "result"))
 }
 
+func TestNode(t *testing.T) {
+	if _, err := exec.LookPath("node"); err != nil {
+		t.Skip("node is not on PATH")
+	}
+	r := newTestRegistry(t, Options{})
+	c, err := r.Create(t.Context(), Config{Language: "javascript"})
+	require.NoError(t, err)
+	evs, comp := collect(t, c, RunRequest{Code: "let y = 2\nconsole.log('hi', y)"})
+	assert.Equal(t, "ok", comp.Status)
+	assert.Equal(t, "hi 2\n", text(evs, "stdout"))
+	evs, _ = collect(t, c, RunRequest{Code: "y * 21"})
+	assert.Equal(t, "42", plain(t, evs, "result"))
+	evs, comp = collect(t, c, RunRequest{Code: "null.x"})
+	assert.Equal(t, "error", comp.Status)
+	require.NotEmpty(t, evs)
+	assert.Equal(t, "TypeError", evs[0].Data.(map[string]any)["name"])
+	evs, _ = collect(t, c, RunRequest{Code: "new Promise(r => setTimeout(() => r(y + 1), 100))"})
+	assert.Equal(t, "3", plain(t, evs, "result"))
+	_, comp = collect(t, c, RunRequest{Code: "while (true) {}", Timeout: 500 * time.Millisecond})
+	assert.Equal(t, "timeout", comp.Status)
+	assert.False(t, comp.StateLost)
+	evs, _ = collect(t, c, RunRequest{Code: "y"})
+	assert.Equal(t, "2", plain(t, evs, "result"))
+}

@@ -7,6 +7,9 @@ import (
 //go:embed worker.py
 var workerPy string
 
+//go:embed worker.js
+var workerJS string
+
 // language is how one language's worker is started.
 type language struct {
 	name   string
@@ -22,6 +25,8 @@ func languages(name string) (language, bool) {
 		// sys.stdout is); -I is not used, so that PYTHONPATH and the
 		// user's site-packages work as in a shell.
 		return language{name: name, binary: "python3", args: []string{"-c", workerPy}}, true
+	case "javascript":
+		return language{name: name, binary: "node", args: []string{"-e", workerJS}}, true
 	}
 	return language{}, false
 }

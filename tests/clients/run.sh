@@ -141,6 +141,7 @@ checks=(
   "preview proxy by path and by host: page, asset, SSE, Node ws echo:check_preview.sh"
   "curl /write_stdin --data-binary @file into sha256sum:check_curl_write_stdin.sh"
   "Python requests driving a code context as a notebook (examples/notebook.py):check_python_contexts.sh"
+  "Node fetch driving a JavaScript code context (examples/notebook_fetch.mjs):check_node_contexts.sh"
 )
 passed=0
 failed=0
