@@ -63,6 +63,7 @@ func sections() []section {
 		{"tunnel", "14: CONNECT and WebSocket tunnels", (*bench).sectionTunnel},
 		{"preview", "14: the HTTP preview proxy", (*bench).sectionPreview},
 		{"stdin", "15: 100 MiB through /write_stdin into wc -c", (*bench).sectionStdin},
+		{"contexts", "16: code contexts: a call, a creation, output rate", (*bench).sectionContexts},
 	}
 }
 
