@@ -14,8 +14,15 @@ import (
 type Config struct {
 	Language string            // "python" or "javascript"
 	Dir      string            // the interpreter's working directory; empty is the agent's
-	Env      map[string]string // added to the agent's environment for commands
-	User     *executor.User    // if not nil, the interpreter runs as that user
+	Env      map[string]string // added to BaseEnv
+	// BaseEnv, if not nil, is the environment Env is added to, in place
+	// of the agent's environment for commands: a session's.
+	BaseEnv []string
+	// Alive, if not nil, is asked once a second whether what the context
+	// belongs to still exists; once it says no, the context is deleted.
+	// A session's context dies with its session so.
+	Alive func() bool
+	User  *executor.User // if not nil, the interpreter runs as that user
 	// IdleTimeout deletes the context once no call has run for that
 	// long. If zero, it is never deleted for idleness.
 	IdleTimeout time.Duration
@@ -145,6 +152,9 @@ func (c *Context) idleSince(now time.Time) bool {
 	defer c.mu.Unlock()
 	return c.cfg.IdleTimeout > 0 && c.turn == nil && len(c.waiters) == 0 && now.Sub(c.lastUsed) >= c.cfg.IdleTimeout
 }
+
+// orphaned reports whether what the context belongs to is gone.
+func (c *Context) orphaned() bool { return c.cfg.Alive != nil && !c.cfg.Alive() }
 
 // RunRequest is one call of code in a context.
 type RunRequest struct {

@@ -148,8 +148,13 @@ func (e noInterpreterError) Is(target error) bool { return target == ErrNoInterp
 
 // env is the environment of cfg's interpreter.
 func (r *Registry) env(cfg Config) []string {
-	env := r.runner.Environ()
-	if cfg.User != nil {
+	env := cfg.BaseEnv
+	if env == nil {
+		env = r.runner.Environ()
+	} else {
+		env = slices.Clone(env)
+	}
+	if cfg.User != nil && cfg.BaseEnv == nil { // a session's environment has its user's already
 		for k, v := range cfg.User.Env() {
 			env = append(env, k+"="+v)
 		}
@@ -286,7 +291,8 @@ func (r *Registry) Close(ctx context.Context) error {
 }
 
 // janitor runs in its own goroutine; it ends when Close begins. Once a
-// second it deletes the contexts idle past their IdleTimeout.
+// second it deletes the contexts idle past their IdleTimeout, and those
+// whose Config.Alive says no.
 func (r *Registry) janitor() {
 	defer r.wg.Done()
 	t := time.NewTicker(time.Second)
@@ -312,7 +318,7 @@ func (r *Registry) idle(now time.Time) []string {
 	r.mu.Unlock()
 	var ids []string
 	for _, c := range cs {
-		if c.idleSince(now) {
+		if c.idleSince(now) || c.orphaned() {
 			ids = append(ids, c.id)
 		}
 	}

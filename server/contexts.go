@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sandbox-executor/sandbox-executor/contexts"
+	"github.com/sandbox-executor/sandbox-executor/executor"
 )
 
 // defaultIdleTimeout is a context's idle_timeout when the request gives none.
@@ -36,7 +37,14 @@ func (s *Server) handleContextCreate(w http.ResponseWriter, r *http.Request) err
 		return err
 	}
 	if req.Session != "" {
-		return errorf(http.StatusNotImplemented, "contexts in a session are not supported yet")
+		if cfg, err = s.sessionContext(req.Session, cfg); err != nil {
+			return err
+		}
+	}
+	if cfg.Dir != "" {
+		if err := checkContextDir(cfg.Dir); err != nil {
+			return err
+		}
 	}
 	if req.Limits != nil {
 		return errorf(http.StatusNotImplemented, "limits on a context are not supported yet")
@@ -57,7 +65,8 @@ func (s *Server) handleContextCreate(w http.ResponseWriter, r *http.Request) err
 }
 
 // contextConfig checks what a context is to be created with: its
-// language (and its interpreter on PATH), cwd, env and user.
+// language (and its interpreter on PATH) and user. The caller checks the
+// directory, which a session may make relative to its own.
 func (s *Server) contextConfig(lang, cwd string, env map[string]string, user string) (contexts.Config, error) {
 	cfg := contexts.Config{Language: lang, Dir: cwd, Env: env}
 	if lang == "" {
@@ -66,17 +75,34 @@ func (s *Server) contextConfig(lang, cwd string, env map[string]string, user str
 	if err := s.contexts.CheckLanguage(lang); err != nil {
 		return cfg, contextError(err)
 	}
-	if cwd != "" {
-		if err := checkContextDir(cwd); err != nil {
-			return cfg, err
-		}
-	}
 	if user != "" {
 		u, err := s.runner.LookupUser(user)
 		if err != nil {
 			return cfg, err
 		}
 		cfg.User = u
+	}
+	return cfg, nil
+}
+
+// sessionContext makes cfg start from session id's state (its cwd,
+// environment and user; cfg's own cwd and env laid over them) and die
+// with the session.
+func (s *Server) sessionContext(id string, cfg contexts.Config) (contexts.Config, error) {
+	c, err := s.sessions.Background(id, executor.Command{Dir: cfg.Dir, Env: cfg.Env, User: cfg.User})
+	if err != nil {
+		return cfg, err
+	}
+	cfg.Dir, cfg.BaseEnv, cfg.Env, cfg.User = c.Dir, c.BaseEnv, c.Env, c.User
+	cfg.Alive = func() bool {
+		// List, not User: asking must not count as using the session,
+		// which would keep it from expiring.
+		for _, in := range s.sessions.List() {
+			if in.ID == id {
+				return true
+			}
+		}
+		return false
 	}
 	return cfg, nil
 }

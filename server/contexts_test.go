@@ -468,3 +468,29 @@ func TestContextIdleTimeoutAndDelete(t *testing.T) {
 	assert.Eventually(t, func() bool { return syscall.Kill(-pid, 0) != nil }, 5*time.Second, 20*time.Millisecond,
 		"the interpreter's process group is gone")
 }
+
+// A session's context starts from the session's cwd and environment, and
+// dies with the session.
+func TestContextInSession(t *testing.T) {
+	ts := newContextServer(t, contexts.Options{})
+	resp := request(t, ts, http.MethodPost, "/create_session", map[string]any{"id": "nb", "workdir": "temp"})
+	require.Equal(t, http.StatusCreated, resp.StatusCode)
+	resp.Body.Close()
+	out := jsonReply(t, request(t, ts, http.MethodPost, "/run", map[string]any{"cmd": "mkdir -p app && cd app && export STAGE=test && pwd", "session": "nb"}))
+	dir := strings.TrimSpace(out["stdout"].(string))
+	id := createContext(t, ts, map[string]any{"language": "python", "session": "nb"})
+	res, _ := resultText(runCode(t, ts, map[string]any{"context": id, "code": "import os\n(os.getcwd(), os.environ['STAGE'])"}))
+	assert.Equal(t, "('"+dir+"', 'test')", res)
+
+	resp = request(t, ts, http.MethodPost, "/delete_session", map[string]any{"id": "nb"})
+	resp.Body.Close()
+	require.Eventually(t, func() bool {
+		resp := request(t, ts, http.MethodGet, "/context_status?id="+id, nil)
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusNotFound
+	}, 10*time.Second, 100*time.Millisecond)
+
+	resp = request(t, ts, http.MethodPost, "/create_context", map[string]any{"language": "python", "session": "gone"})
+	assert.Equal(t, http.StatusNotFound, resp.StatusCode)
+	assert.Equal(t, "session not found: gone", jsonReply(t, resp)["error"])
+}
