@@ -14,6 +14,7 @@ import os
 import signal
 import struct
 import sys
+import threading
 import traceback
 import types
 
@@ -27,6 +28,7 @@ os.close(4)
 
 _MAX_OUTPUT = 8 << 20
 _running = False
+_SEND_LOCK = threading.Lock()  # a display() from a thread of the code's must not cut into another frame
 _BACKEND = "module://_sandbox_mpl"
 
 
@@ -59,9 +61,10 @@ def _send(msg):
     # lost interpreter.
     old = signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGINT])
     try:
-        while data:
-            n = os.write(_WFD, data)
-            data = data[n:]
+        with _SEND_LOCK:
+            while data:
+                n = os.write(_WFD, data)
+                data = data[n:]
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
 

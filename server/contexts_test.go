@@ -494,3 +494,28 @@ func TestContextInSession(t *testing.T) {
 	assert.Equal(t, http.StatusNotFound, resp.StatusCode)
 	assert.Equal(t, "session not found: gone", jsonReply(t, resp)["error"])
 }
+
+// Frames sent from the code's own threads are whole: display() from
+// several threads at once breaks nothing.
+func TestContextDisplayFromThreads(t *testing.T) {
+	ts := newContextServer(t, contexts.Options{})
+	id := createContext(t, ts, map[string]any{"language": "python"})
+	code := `import threading
+def show(i):
+    for j in range(50):
+        display("t%d-%d" % (i, j) + "x" * 5000)
+ts = [threading.Thread(target=show, args=(i,)) for i in range(4)]
+for t in ts: t.start()
+for t in ts: t.join()`
+	evs := runCode(t, ts, map[string]any{"context": id, "code": code})
+	c := complete(t, evs)
+	assert.Equal(t, "ok", c["status"])
+	assert.Equal(t, false, c["state_lost"])
+	n := 0
+	for _, ev := range evs {
+		if ev.name == "display" {
+			n++
+		}
+	}
+	assert.Equal(t, 200, n)
+}
