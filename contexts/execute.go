@@ -87,7 +87,8 @@ func (c *Context) runOn(it *interp, call *Call, req RunRequest) outcome {
 				return answer(c.lose(it, call, orStatus(why, "error"), "its worker sent a malformed frame"))
 			case !ok:
 				return answer(c.lose(it, call, orStatus(why, "error"), "its interpreter exited"))
-			case f.Type == "ready":
+			case f.Type == "ready" || f.Type == "done" && f.Count != call.count:
+				// A done frame for another call: forged, or stale.
 				return answer(c.lose(it, call, orStatus(why, "error"), "its worker sent an unexpected frame"))
 			case f.Type == "done":
 				if !it.waitRead([2]int64{f.Stdout, f.Stderr}, c.reg.grace()) {

@@ -21,7 +21,7 @@ var errMalformed = errors.New("malformed frame from the worker")
 type frame struct {
 	Type string `json:"type"` // ready, display, result, error, done; execute to the worker
 
-	// execute
+	// execute; Count is echoed by done
 	Code      string `json:"code,omitempty"`
 	Count     int    `json:"count,omitempty"`
 	MaxOutput int    `json:"max_output,omitempty"`

@@ -163,7 +163,7 @@ input.on('data', (chunk) => {
     if (msg.max_output) maxOutput = msg.max_output;
     queue = queue.then(async () => {
       const status = await runCell(msg.code || '', msg.count || 0);
-      send({ type: 'done', status, stdout: counts[0], stderr: counts[1] });
+      send({ type: 'done', count: msg.count || 0, status, stdout: counts[0], stderr: counts[1] });
     });
   }
 });

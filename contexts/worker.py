@@ -351,8 +351,9 @@ def main():
             continue
         if msg.get("max_output"):
             _MAX_OUTPUT = int(msg["max_output"])
-        status = _run_cell(msg.get("code", ""), int(msg.get("count", 0)), ns)
-        _send({"type": "done", "status": status, "stdout": out.buffer.count, "stderr": err.buffer.count})
+        count = int(msg.get("count", 0))
+        status = _run_cell(msg.get("code", ""), count, ns)
+        _send({"type": "done", "count": count, "status": status, "stdout": out.buffer.count, "stderr": err.buffer.count})
 
 
 main()

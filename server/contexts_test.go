@@ -519,3 +519,36 @@ for t in ts: t.join()`
 	}
 	assert.Equal(t, 200, n)
 }
+
+// A done frame the code forges on the worker's own frame pipe, for
+// another call, is taken for what it is: the interpreter is restarted and
+// the call says the state is lost, rather than ending early as if fine.
+func TestContextForgedFrameOnWorkerPipe(t *testing.T) {
+	ts := newContextServer(t, contexts.Options{})
+	id := createContext(t, ts, map[string]any{"language": "python"})
+	code := `import os, struct
+fake = b'{"type":"done","count":99,"status":"ok","stdout":0,"stderr":0}'
+for fd in range(5, 12):  # the worker's frame pipes, moved off 3 and 4
+    try:
+        os.write(fd, struct.pack(">I", len(fake)) + fake)
+    except OSError:
+        pass
+import time; time.sleep(0.5)`
+	evs := runCode(t, ts, map[string]any{"context": id, "code": code})
+	c := complete(t, evs)
+	assert.Equal(t, true, c["state_lost"])
+	assert.Equal(t, float64(2), c["generation"])
+	errEv, ok := findEvent(evs, "error")
+	require.True(t, ok)
+	assert.Contains(t, errEv.data["value"], "unexpected frame")
+	// Whatever happened, the context answers the next call truthfully.
+	evs = runCode(t, ts, map[string]any{"context": id, "code": "1"})
+	assert.Equal(t, "ok", complete(t, evs)["status"])
+}
+
+func TestContextInvalidUTF8(t *testing.T) {
+	ts := newContextServer(t, contexts.Options{})
+	id := createContext(t, ts, map[string]any{"language": "python"})
+	evs := runCode(t, ts, map[string]any{"context": id, "code": `import os; os.write(1, b"a\xffb\xe2\x82"); os.write(1, b"\xac\n")`})
+	assert.Equal(t, "a\uFFFDb€\n", streamText(evs, "stdout"))
+}
