@@ -100,6 +100,8 @@ func (c *Context) runOn(it *interp, call *Call, req RunRequest) outcome {
 				}
 				return answer(outcome{status: status})
 			default:
+				// The output written before the frame goes first.
+				it.waitRead([2]int64{f.Stdout, f.Stderr}, c.reg.grace())
 				call.push(rawEvent(f))
 			}
 		case <-timeout:

@@ -38,11 +38,13 @@ type frame struct {
 	Value     string   `json:"value,omitempty"`
 	Traceback []string `json:"traceback,omitempty"`
 
-	// done: the status, and the bytes the worker has written to its
-	// stdout and stderr since it started.
+	// done
 	Status string `json:"status,omitempty"`
-	Stdout int64  `json:"stdout,omitempty"`
-	Stderr int64  `json:"stderr,omitempty"`
+
+	// Every frame from a worker: the bytes it had written to its stdout
+	// and stderr before it, since it started; its events go after them.
+	Stdout int64 `json:"stdout,omitempty"`
+	Stderr int64 `json:"stderr,omitempty"`
 }
 
 // writeFrame writes f to w as one frame.

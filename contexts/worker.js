@@ -22,6 +22,10 @@ const counts = [0, 0];
 let running = null; // the running cell: {interrupt(err)}
 
 function send(msg) {
+  // Every frame says how much the worker had written to stdout and stderr
+  // before it, so that the agent sends the events in that order.
+  msg.stdout = counts[0];
+  msg.stderr = counts[1];
   const body = Buffer.from(JSON.stringify(msg), 'utf8');
   const head = Buffer.alloc(4);
   head.writeUInt32BE(body.length);
@@ -163,7 +167,7 @@ input.on('data', (chunk) => {
     if (msg.max_output) maxOutput = msg.max_output;
     queue = queue.then(async () => {
       const status = await runCell(msg.code || '', msg.count || 0);
-      send({ type: 'done', count: msg.count || 0, status, stdout: counts[0], stderr: counts[1] });
+      send({ type: 'done', count: msg.count || 0, status });
     });
   }
 });

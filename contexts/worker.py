@@ -54,6 +54,11 @@ def _recv():
 
 
 def _send(msg):
+    # Every frame says how much the worker had written to stdout and
+    # stderr before it, so that the agent sends the events in that order.
+    out, err = sys.__stdout__, sys.__stderr__
+    if isinstance(out, _Text) and isinstance(err, _Text):
+        msg["stdout"], msg["stderr"] = out.buffer.count, err.buffer.count
     body = json.dumps(msg, ensure_ascii=False).encode("utf-8", "surrogateescape")
     data = memoryview(struct.pack(">I", len(body)) + body)
     # SIGINT is held off while a frame is written: a KeyboardInterrupt
@@ -353,7 +358,7 @@ def main():
             _MAX_OUTPUT = int(msg["max_output"])
         count = int(msg.get("count", 0))
         status = _run_cell(msg.get("code", ""), count, ns)
-        _send({"type": "done", "count": count, "status": status, "stdout": out.buffer.count, "stderr": err.buffer.count})
+        _send({"type": "done", "count": count, "status": status})
 
 
 main()

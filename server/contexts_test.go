@@ -552,3 +552,28 @@ func TestContextInvalidUTF8(t *testing.T) {
 	evs := runCode(t, ts, map[string]any{"context": id, "code": `import os; os.write(1, b"a\xffb\xe2\x82"); os.write(1, b"\xac\n")`})
 	assert.Equal(t, "a\uFFFDb€\n", streamText(evs, "stdout"))
 }
+
+// A rich output comes after all the output written before it, though
+// they travel on different pipes. (Output written after it may overtake
+// it: the worker does not wait for the agent.)
+func TestContextEventOrder(t *testing.T) {
+	ts := newContextServer(t, contexts.Options{})
+	id := createContext(t, ts, map[string]any{"language": "python"})
+	evs := runCode(t, ts, map[string]any{"context": id, "code": "for i in range(30):\n    print('p%d' % i)\n    display('d%d' % i)\n'end'"})
+	seen := map[string]bool{}
+	for _, ev := range evs {
+		switch ev.name {
+		case "stdout":
+			for _, line := range strings.Fields(ev.data["data"].(string)) {
+				seen[line] = true
+			}
+		case "display", "result":
+			text := strings.Trim(ev.data["data"].(map[string]any)["text/plain"].(string), "'")
+			if n, ok := strings.CutPrefix(text, "d"); ok {
+				assert.True(t, seen["p"+n], "%s before p%s", text, n)
+			} else {
+				assert.Len(t, seen, 30, "the result after every line")
+			}
+		}
+	}
+}
