@@ -99,6 +99,10 @@ test-go:
 		echo "make test-go: rg is missing (Debian: apt-get install ripgrep): search/ tests only its Go engine"
 	$(GO) mod tidy -diff
 	$(GO) vet ./...
+# The code contexts' chart test needs matplotlib for Debian's python3
+# (server/contexts_display_test.go); elsewhere it skips, saying so.
+	@[ ! -x /usr/bin/python3 ] || /usr/bin/python3 -c 'import matplotlib' 2>/dev/null || [ "$$(id -u)" -ne 0 ] || \
+		apt_who=make bash -c 'LIB_APT_ONLY=1 . tests/clients/lib.sh && apt_install python3-matplotlib'
 	$(GO) test -race -count=1 -timeout 10m ./...
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZ_SMOKE)
 

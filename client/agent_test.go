@@ -16,6 +16,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sandbox-executor/sandbox-executor/client"
+	"github.com/sandbox-executor/sandbox-executor/contexts"
 	"github.com/sandbox-executor/sandbox-executor/executor"
 	"github.com/sandbox-executor/sandbox-executor/internal/testutil"
 	"github.com/sandbox-executor/sandbox-executor/procs"
@@ -69,8 +70,9 @@ func startAgent(t *testing.T, ac agentConfig) *testAgent {
 	sess, err := sessions.NewRegistry(runner, sessions.Options{StateDir: t.TempDir(), WorkdirParent: t.TempDir()})
 	require.NoError(t, err)
 	tuns := &tunnels.Registry{Reserved: []int{ac.server.ProxyPort}}
+	ctxs := contexts.NewRegistry(runner, contexts.Options{})
 	srv := server.New(zerolog.Nop(), auth,
-		server.Deps{Runner: runner, Procs: reg, Forwarder: fwd, Terminals: terms, Sessions: sess, Tunnels: tuns}, ac.server)
+		server.Deps{Runner: runner, Procs: reg, Forwarder: fwd, Terminals: terms, Sessions: sess, Contexts: ctxs, Tunnels: tuns}, ac.server)
 	var h http.Handler = srv
 	if ac.wrap != nil {
 		h = ac.wrap(h)
@@ -96,6 +98,7 @@ func startAgent(t *testing.T, ac agentConfig) *testAgent {
 			require.NoError(t, err)
 		}
 		require.NoError(t, terms.Close(ctx))
+		require.NoError(t, ctxs.Close(ctx))
 		require.NoError(t, reg.Close(ctx))
 		require.NoError(t, sess.Close(ctx))
 		runner.KillAll()

@@ -26,7 +26,7 @@ import (
 func TestOpenAPIDocumentValid(t *testing.T) {
 	d, err := loadOpenAPIDoc()
 	require.NoError(t, err)
-	assert.Len(t, eventStreamMediaTypes(d.doc), 3, "the 200s of /run_streaming and of both /process_logs_streaming")
+	assert.Len(t, eventStreamMediaTypes(d.doc), 4, "the 200s of /run_streaming, of both /process_logs_streaming and of /run_code")
 }
 
 // Every route of the router is an operation of the document, and every

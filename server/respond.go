@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"strings"
 
+	"github.com/sandbox-executor/sandbox-executor/contexts"
 	"github.com/sandbox-executor/sandbox-executor/executor"
 	"github.com/sandbox-executor/sandbox-executor/procs"
 	"github.com/sandbox-executor/sandbox-executor/proxy"
@@ -98,6 +99,13 @@ var errorStatuses = [...]errorStatus{
 	{err: executor.ErrLimitsUnsupported, code: http.StatusNotImplemented, bare: true},
 	{err: procs.ErrInvalidName, code: http.StatusBadRequest},
 	{err: procs.ErrNameTaken, code: http.StatusConflict},
+	{err: contexts.ErrNotFound, code: http.StatusNotFound, bare: true},
+	{err: contexts.ErrLanguage, code: http.StatusBadRequest},
+	{err: contexts.ErrNoInterpreter, code: http.StatusNotImplemented},
+	{err: contexts.ErrTooMany, code: http.StatusServiceUnavailable},
+	{err: contexts.ErrBusy, code: http.StatusConflict, bare: true},
+	{err: contexts.ErrQueueFull, code: http.StatusServiceUnavailable, bare: true},
+	{err: contexts.ErrClosed, code: http.StatusServiceUnavailable},
 }
 
 // replyOf returns the status, message and extra fields of the reply err

@@ -114,4 +114,12 @@ func (s *Server) routes() {
 		r.Handle("/mcp", s.wrap(s.handleMCPPost)).Methods(post)
 		r.Handle("/mcp", s.wrap(s.handleMCPOther))
 	}
+
+	// Code contexts: interpreters whose state lasts between calls.
+	r.Handle("/create_context", s.wrap(s.handleContextCreate)).Methods(post)
+	r.Handle("/run_code", s.wrap(s.handleContextRunCode)).Methods(post)
+	r.Handle("/interrupt_context", s.wrap(s.handleContextInterrupt)).Methods(post)
+	r.Handle("/context_status", s.wrap(s.handleContextStatus)).Methods(get)
+	r.Handle("/list_contexts", s.wrap(s.handleContextList)).Methods(get)
+	r.Handle("/delete_context", s.wrap(s.handleContextDelete)).Methods(post)
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 	"golang.org/x/sync/semaphore"
 
+	"github.com/sandbox-executor/sandbox-executor/contexts"
 	"github.com/sandbox-executor/sandbox-executor/executor"
 	"github.com/sandbox-executor/sandbox-executor/files"
 	"github.com/sandbox-executor/sandbox-executor/mcp"
@@ -98,6 +99,7 @@ type Deps struct {
 	Forwarder *proxy.Forwarder    // the TCP proxy behind /bind_port
 	Terminals *terminals.Registry // terminals, driven over /terminal_ws
 	Sessions  *sessions.Registry  // sessions, for /create_session and the commands that name one
+	Contexts  *contexts.Registry  // code contexts, for /create_context and /run_code
 	// Resources reads the sandbox's resources for /metrics and /stats.
 	// If nil, it is stats.New of the agent's working directory.
 	Resources *stats.Reader
@@ -119,6 +121,7 @@ type Server struct {
 	fwd      *proxy.Forwarder
 	terms    *terminals.Registry
 	sessions *sessions.Registry
+	contexts *contexts.Registry
 	res      *stats.Reader
 	metrics  *metrics
 	ids      requestIDs
@@ -160,7 +163,7 @@ func New(log zerolog.Logger, auth *Auth, deps Deps, cfg Config) *Server {
 	}
 	cfg.BasePath = strings.TrimRight(cfg.BasePath, "/")
 	s := &Server{log: log, auth: auth, runner: deps.Runner, procs: deps.Procs, fwd: deps.Forwarder,
-		terms: deps.Terminals, sessions: deps.Sessions, tunnels: deps.Tunnels, exec: deps.Exec, cfg: cfg,
+		terms: deps.Terminals, sessions: deps.Sessions, tunnels: deps.Tunnels, exec: deps.Exec, contexts: deps.Contexts, cfg: cfg,
 		router: mux.NewRouter().SkipClean(true), started: time.Now(), freeSpace: files.FreeSpace} // routePath cleans
 	if s.res = deps.Resources; s.res == nil {
 		wd, _ := os.Getwd() // "" if the directory is gone: Disk then fails, and is left out

@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/sandbox-executor/sandbox-executor/contexts"
 	"github.com/sandbox-executor/sandbox-executor/executor"
 	"github.com/sandbox-executor/sandbox-executor/procs"
 	"github.com/sandbox-executor/sandbox-executor/proxy"
@@ -44,6 +45,8 @@ type testServer struct {
 	procs  procs.Options
 	// terms configures the terminals. If its DrainDelay is zero, 200 ms.
 	terms terminals.Options
+	// contexts configures the code contexts.
+	contexts contexts.Options
 	// tunnels holds the tunnels. If nil, an empty Registry. The API's and
 	// the TCP proxy's ports are added to its Reserved, as the agent
 	// reserves them.
@@ -91,11 +94,12 @@ func newTestServer(tb testing.TB, o testServer) (*httptest.Server, *Server) {
 	reg := procs.NewRegistry(runner, o.procs)
 	terms := terminals.NewRegistry(runner, o.terms)
 	sess := newTestSessions(tb, runner)
+	ctxs := contexts.NewRegistry(runner, o.contexts)
 	// No Reserved ports: what the tests check is the HTTP layer's own
 	// refusal of the agent's ports (see ports_test.go).
 	fwd := &proxy.Forwarder{}
 	s := New(o.log, o.auth, Deps{Runner: runner, Procs: reg, Forwarder: fwd, Terminals: terms,
-		Sessions: sess, Tunnels: o.tunnels}, o.cfg)
+		Sessions: sess, Contexts: ctxs, Tunnels: o.tunnels}, o.cfg)
 	if o.setup != nil {
 		o.setup(s)
 	}
@@ -115,6 +119,7 @@ func newTestServer(tb testing.TB, o testServer) (*httptest.Server, *Server) {
 			require.NoError(tb, err)
 		}
 		require.NoError(tb, terms.Close(ctx))
+		require.NoError(tb, ctxs.Close(ctx))
 		require.NoError(tb, reg.Close(ctx))
 		require.NoError(tb, sess.Close(ctx))
 		runner.KillAll()

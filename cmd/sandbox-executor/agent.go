@@ -14,6 +14,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/sandbox-executor/sandbox-executor/contexts"
 	"github.com/sandbox-executor/sandbox-executor/executor"
 	"github.com/sandbox-executor/sandbox-executor/internal/connlimit"
 	"github.com/sandbox-executor/sandbox-executor/procs"
@@ -44,6 +45,7 @@ type agent struct {
 	procs    *procs.Registry
 	terms    *terminals.Registry
 	sessions *sessions.Registry
+	contexts *contexts.Registry
 	fwd      *proxy.Forwarder
 	tunnels  *tunnels.Registry
 	api      *server.Server
@@ -85,6 +87,7 @@ func (o options) newAgent(ctx context.Context, cfg config, getenv func(string) s
 	popts := procs.Options{MaxRunning: cfg.maxProcs, MaxTotalBytes: cfg.logBudget, Log: log}
 	a.procs = procs.NewRegistry(runner, popts)
 	a.terms = terminals.NewRegistry(runner, terminals.Options{})
+	a.contexts = contexts.NewRegistry(runner, contexts.Options{MaxContexts: cfg.maxContexts})
 	o.setMemoryLimit(log, getenv, memoryBudgets{logs: int64(a.procs.LogBudget()), input: runner.InputBudget(), sessionEnvs: sess.EnvBudget()})
 	// The agent's own ports are never forwarded to: the proxy bound to
 	// itself would loop on its first connection.
@@ -95,7 +98,7 @@ func (o options) newAgent(ctx context.Context, cfg config, getenv func(string) s
 	// commands start in unless they name another.
 	wd, _ := os.Getwd()
 	deps := server.Deps{Runner: runner, Procs: a.procs, Forwarder: a.fwd, Terminals: a.terms, Sessions: sess,
-		Resources: stats.New(wd), Tunnels: a.tunnels}
+		Contexts: a.contexts, Resources: stats.New(wd), Tunnels: a.tunnels}
 	a.api = server.New(log, auth, deps, server.Config{
 		BasePath:           cfg.basePath,
 		KeepAlive:          cfg.keepAlive,
@@ -195,6 +198,7 @@ func (a *agent) Close(ctx context.Context) error {
 	warn(a.api.Close(ctx), "API close")
 	warn(a.fwd.Close(ctx), "TCP proxy shutdown")
 	warn(a.terms.Close(ctx), "terminals shutdown")
+	warn(a.contexts.Close(ctx), "code contexts shutdown")
 	warn(a.procs.Close(ctx), "background processes shutdown")
 	warn(a.sessions.Close(ctx), "sessions shutdown")
 	if n := a.runner.KillAll(); n > 0 {

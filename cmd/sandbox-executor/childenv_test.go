@@ -39,6 +39,7 @@ func TestEveryConfigVariableIsClassified(t *testing.T) {
 		"SANDBOX_TRUST_FORWARDED_HOST": true, "SANDBOX_EXTRACT_MAX_ENTRIES": true, "SANDBOX_EXTRACT_TIMEOUT": true,
 		"SANDBOX_INPUT_BUDGET": true, "SANDBOX_SESSION_ENV_BUDGET": true,
 		"SANDBOX_MCP": true, "SANDBOX_MCP_TOOLS": true, "SANDBOX_MCP_ORIGINS": true,
+		"SANDBOX_MAX_CONTEXTS": true,
 	}
 	read := map[string]bool{}
 	_, err := parseConfig(nil, func(k string) string { read[k] = true; return "" }, &bytes.Buffer{})

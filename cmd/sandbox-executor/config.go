@@ -49,6 +49,7 @@ type config struct {
 	maxConns     int           // 0: server.Config's default, from the fd limit
 	maxCmds      int           // running commands of every kind; 0: executor.Runner's default
 	maxProcs     int           // running background processes; 0: procs.Options' default
+	maxContexts  int           // code contexts alive at once; 0: contexts.Options' default
 	logBudget    int           // bytes of retained log lines in all; 0: procs.Options' default
 	inputBudget  int           // bytes of commands' input not yet read, in all; 0: executor.Runner's default
 	envBudget    int           // bytes of every session's environment, in all; 0: sessions.Options' default
@@ -117,6 +118,7 @@ func parseConfig(args []string, getenv func(string) string, output io.Writer) (c
 	fs.String("unauth-timeout", defaultUnauthTimeout.String(), "idle and read `timeout` of a connection until a request on it passes authentication (env SANDBOX_UNAUTH_TIMEOUT)")
 	fs.String("max-conns", "0", "`number` of API connections open at once; past it, those that never authenticated are closed first, then new ones get 503; 0 means half the open-file limit, at most 4096 (env SANDBOX_MAX_CONNS)")
 	fs.String("max-commands", "0", "`number` of commands running at once, background processes included; past it, 503; 0 means an eighth of the open-file limit, at most 2000 (env SANDBOX_MAX_COMMANDS)")
+	fs.String("max-contexts", "0", "`number` of code contexts (interpreters) alive at once, a stateless /run_code's included; past it, 503; 0 means 16 (env SANDBOX_MAX_CONTEXTS)")
 	fs.String("max-processes", "0", "`number` of background processes running at once; past it, 503; 0 means 1000, or an eighth of the open-file limit if lower (env SANDBOX_MAX_PROCESSES)")
 	fs.String("log-budget", "0", "`size` of the log lines kept for all background processes together, e.g. 256MiB; past it the biggest lose their oldest lines first; 0 means 128MiB (env SANDBOX_LOG_BUDGET)")
 	fs.String("input-budget", "0", "`size` of the input (the input field) held for all commands together until they read it, e.g. 512MiB; past it, 503; 0 means 256MiB (env SANDBOX_INPUT_BUDGET)")
@@ -222,6 +224,9 @@ func (p *configParser) config() (config, error) {
 		return c, err
 	}
 	if c.maxCmds, err = p.count("max-commands", "SANDBOX_MAX_COMMANDS"); err != nil {
+		return c, err
+	}
+	if c.maxContexts, err = p.count("max-contexts", "SANDBOX_MAX_CONTEXTS"); err != nil {
 		return c, err
 	}
 	if c.maxProcs, err = p.count("max-processes", "SANDBOX_MAX_PROCESSES"); err != nil {

@@ -249,6 +249,12 @@ func TestParseConfig(t *testing.T) {
 				assert.Equal(t, 2, c.maxProcs)
 				assert.Equal(t, 1<<30, c.logBudget)
 			}},
+		{name: "max contexts from env", env: map[string]string{"SANDBOX_MAX_CONTEXTS": "24"},
+			check: func(t *testing.T, c config) { assert.Equal(t, 24, c.maxContexts) }},
+		{name: "max contexts, the flag wins", args: []string{"-max-contexts", "3"}, env: map[string]string{"SANDBOX_MAX_CONTEXTS": "24"},
+			check: func(t *testing.T, c config) { assert.Equal(t, 3, c.maxContexts) }},
+		{name: "bad max contexts", env: map[string]string{"SANDBOX_MAX_CONTEXTS": "lots"},
+			wantErr: `invalid max-contexts "lots" (from SANDBOX_MAX_CONTEXTS)`},
 		{name: "bad max commands", args: []string{"-max-commands", "many"},
 			wantErr: `invalid max-commands "many" (from -max-commands)`},
 		{name: "bad log budget", env: map[string]string{"SANDBOX_LOG_BUDGET": "64 parsecs"},

@@ -149,6 +149,8 @@ checks=(
   "curl JSON-RPC to /mcp at 2025-06-18, 2025-11-25 and 2026-07-28:check_mcp_curl.sh"
   "Python websocket-client on /exec_ws (channels, no subprotocol):check_python_exec.sh"
   "sandbox-executor exec -it in a tmux pane (typing, resize, exit code, terminal restored):check_cli_exec_tmux.sh"
+  "Python requests driving a code context as a notebook (examples/notebook.py):check_python_contexts.sh"
+  "Node fetch driving a JavaScript code context (examples/notebook_fetch.mjs):check_node_contexts.sh"
 )
 passed=0
 failed=0
