@@ -20,6 +20,7 @@ import (
 	"github.com/sandbox-executor/sandbox-executor/files"
 	"github.com/sandbox-executor/sandbox-executor/procs"
 	"github.com/sandbox-executor/sandbox-executor/proxy"
+	"github.com/sandbox-executor/sandbox-executor/search"
 	"github.com/sandbox-executor/sandbox-executor/sessions"
 	"github.com/sandbox-executor/sandbox-executor/sse"
 	"github.com/sandbox-executor/sandbox-executor/stats"
@@ -102,6 +103,9 @@ type Deps struct {
 	// Server keeps a Registry of its own with the defaults, the API and
 	// proxy ports of Config reserved, which Close closes.
 	Tunnels *tunnels.Registry
+	// Search runs /grep and /find_files. If nil, a zero Searcher: Go's
+	// regexp and the agent's own walk, never rg.
+	Search *search.Searcher
 }
 
 // Server serves the API. Create it with New.
@@ -128,6 +132,7 @@ type Server struct {
 	exposed    exposedPorts
 	// freeSpace is files.FreeSpace; tests replace it to play a full disk.
 	freeSpace func(dir string) (int64, error)
+	search    *search.Searcher
 }
 
 // New returns a Server that checks tokens with auth and drives deps.
@@ -154,6 +159,9 @@ func New(log zerolog.Logger, auth *Auth, deps Deps, cfg Config) *Server {
 	s := &Server{log: log, auth: auth, runner: deps.Runner, procs: deps.Procs, fwd: deps.Forwarder,
 		terms: deps.Terminals, sessions: deps.Sessions, tunnels: deps.Tunnels, cfg: cfg,
 		router: mux.NewRouter().SkipClean(true), started: time.Now(), freeSpace: files.FreeSpace} // routePath cleans
+	if s.search = deps.Search; s.search == nil {
+		s.search = &search.Searcher{}
+	}
 	if s.res = deps.Resources; s.res == nil {
 		wd, _ := os.Getwd() // "" if the directory is gone: Disk then fails, and is left out
 		s.res = stats.New(wd)
