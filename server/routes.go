@@ -84,6 +84,9 @@ func (s *Server) routes() {
 	r.Handle("/find_files", s.wrap(s.handleFindFiles)).Methods(post)
 	r.Handle("/edit_file", s.wrap(s.handleFileEdit)).Methods(post)
 	r.Handle("/apply_patch", s.wrap(s.handlePatchApply)).Methods(post)
+	r.Handle("/move_path", s.wrap(s.handlePathMove)).Methods(post)
+	r.Handle("/copy_path", s.wrap(s.handlePathCopy)).Methods(post)
+	r.Handle("/chmod_path", s.wrap(s.handlePathChmod)).Methods(post)
 
 	r.Handle("/bind_port", s.wrap(s.handlePortBind)).Methods(post)
 	r.Handle("/unbind_port", s.wrap(s.handlePortUnbind)).Methods(post)
