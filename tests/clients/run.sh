@@ -52,6 +52,9 @@ if [ -z "$PY" ]; then
 fi
 export PY
 
+# ripgrep: the agent's /grep uses rg when it is on PATH (check_curl_grep.sh).
+command -v rg >/dev/null || apt_install ripgrep
+
 # A headless browser for examples/terminal.html: Debian's Chromium.
 CHROMIUM=${CHROMIUM:-$(command -v chromium || true)}
 if [ -z "$CHROMIUM" ]; then
@@ -140,6 +143,7 @@ checks=(
   "paramiko over a raw CONNECT socket, as SDKs do:check_tunnel_paramiko.sh"
   "preview proxy by path and by host: page, asset, SSE, Node ws echo:check_preview.sh"
   "curl /write_stdin --data-binary @file into sha256sum:check_curl_write_stdin.sh"
+  "curl -N /grep?stream=1 NDJSON, /edit_file with If-Match:check_curl_grep.sh"
 )
 passed=0
 failed=0
