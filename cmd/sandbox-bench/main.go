@@ -63,6 +63,7 @@ func sections() []section {
 		{"tunnel", "14: CONNECT and WebSocket tunnels", (*bench).sectionTunnel},
 		{"preview", "14: the HTTP preview proxy", (*bench).sectionPreview},
 		{"stdin", "15: 100 MiB through /write_stdin into wc -c", (*bench).sectionStdin},
+		{"search", "16: /grep and /find_files against grep -rF, rg and find", (*bench).sectionSearch},
 	}
 }
 
