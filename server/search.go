@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/sandbox-executor/sandbox-executor/search"
 )
@@ -63,7 +64,8 @@ func (s *Server) handleGrep(w http.ResponseWriter, r *http.Request) error {
 		encode(w, http.StatusOK, rep)
 		return nil
 	}
-	nd := newNDJSON(w)
+	nd := newNDJSON(w, s.cfg.StallTimeout)
+	defer nd.stall.done()
 	rep, err := s.search.GrepStream(r.Context(), req, func(m search.Match) error { return nd.line(m) })
 	if err != nil {
 		if nd.started {
@@ -78,19 +80,23 @@ func (s *Server) handleGrep(w http.ResponseWriter, r *http.Request) error {
 }
 
 // ndjson writes a stream of JSON lines, sending the status and headers
-// with the first one.
+// with the first one. A client that accepts nothing for the stall
+// timeout counts as gone (stallWriter), so a search never waits on it
+// for ever.
 type ndjson struct {
 	w       http.ResponseWriter
+	stall   *stallWriter
 	bw      *bufio.Writer
 	enc     *json.Encoder
 	started bool
 }
 
-func newNDJSON(w http.ResponseWriter) *ndjson {
-	bw := bufio.NewWriterSize(w, 32<<10)
+func newNDJSON(w http.ResponseWriter, stall time.Duration) *ndjson {
+	sw := newStallWriter(w, stall)
+	bw := bufio.NewWriterSize(sw, 32<<10)
 	enc := json.NewEncoder(bw)
 	enc.SetEscapeHTML(false)
-	return &ndjson{w: w, bw: bw, enc: enc}
+	return &ndjson{w: w, stall: sw, bw: bw, enc: enc}
 }
 
 // line writes v as one line. Lines go out as the buffer fills, so a
