@@ -33,6 +33,16 @@ func searchError(err error) error {
 	return fileError(err)
 }
 
+// refuseOwner refuses user and session on a search: it runs with the
+// agent's rights, and a client that asked for another user's view must
+// not get the agent's in silence.
+func refuseOwner(f ownerFields) error {
+	if f.User != "" || f.Session != "" {
+		return errorf(http.StatusBadRequest, "grep and find_files run with the agent's rights: user and session are not supported")
+	}
+	return nil
+}
+
 // wantsStream reports whether a grep's client asked for NDJSON, by
 // ?stream=1 (or true) or by its Accept header.
 func wantsStream(r *http.Request) bool {
@@ -49,10 +59,18 @@ func wantsStream(r *http.Request) bool {
 // found and the last line is the reply without matches; the status is
 // decided before the first line, so a bad request is still a 4xx.
 func (s *Server) handleGrep(w http.ResponseWriter, r *http.Request) error {
-	req, err := decode[search.GrepRequest](w, r, s.cfg.MaxBody)
+	type request struct {
+		search.GrepRequest
+		ownerFields
+	}
+	body, err := decode[request](w, r, s.cfg.MaxBody)
 	if err != nil {
 		return err
 	}
+	if err := refuseOwner(body.ownerFields); err != nil {
+		return err
+	}
+	req := body.GrepRequest
 	if req.Pattern == "" {
 		return errorf(http.StatusBadRequest, "pattern is required")
 	}
@@ -114,11 +132,18 @@ func (n *ndjson) line(v any) error {
 // a directory whose path matches a glob, with what the walk did not look
 // at (search.FindReply).
 func (s *Server) handleFindFiles(w http.ResponseWriter, r *http.Request) error {
-	req, err := decode[search.FindRequest](w, r, s.cfg.MaxBody)
+	type request struct {
+		search.FindRequest
+		ownerFields
+	}
+	req, err := decode[request](w, r, s.cfg.MaxBody)
 	if err != nil {
 		return err
 	}
-	rep, err := s.search.FindFiles(r.Context(), req)
+	if err := refuseOwner(req.ownerFields); err != nil {
+		return err
+	}
+	rep, err := s.search.FindFiles(r.Context(), req.FindRequest)
 	if err != nil {
 		return searchError(err)
 	}

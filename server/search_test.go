@@ -88,6 +88,12 @@ func TestGrepErrors(t *testing.T) {
 	code, _ = call(t, ts, "POST", "/grep", map[string]any{"pattern": "x", "path": dir, "cursor": "!!"})
 	assert.Equal(t, http.StatusBadRequest, code)
 
+	code, body = call(t, ts, "POST", "/grep", map[string]any{"pattern": "x", "path": dir, "user": "nobody"})
+	assert.Equal(t, http.StatusBadRequest, code, "a search never gives the agent's view to a client that asked for a user's")
+	assert.Contains(t, body["error"], "user and session are not supported")
+	code, _ = call(t, ts, "POST", "/find_files", map[string]any{"path": dir, "session": "s"})
+	assert.Equal(t, http.StatusBadRequest, code)
+
 	code, _ = call(t, ts, "POST", "/find_files", map[string]any{"path": dir, "type": "socket"})
 	assert.Equal(t, http.StatusBadRequest, code)
 	code, _ = call(t, ts, "POST", "/find_files", map[string]any{"path": filepath.Join(dir, "missing")})
