@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/sandbox-executor/sandbox-executor/files"
 	"github.com/sandbox-executor/sandbox-executor/sse"
@@ -134,10 +135,16 @@ func (s *Server) handleFileRead(w http.ResponseWriter, r *http.Request) error {
 	type request struct {
 		pathRequest
 		IsBase64 bool `json:"is_base64"`
+		Offset   *int `json:"offset"` // 1-based line; with limit, the reply adds total_lines and truncated
+		Limit    *int `json:"limit"`  // lines
 	}
 	req, o, err := decodeFileOp[request](s, w, r)
 	if err != nil {
 		return err
+	}
+	lines := req.Offset != nil || req.Limit != nil
+	if req.Offset != nil && *req.Offset < 1 || req.Limit != nil && *req.Limit < 0 {
+		return errorf(http.StatusBadRequest, "offset must be at least 1 and limit not negative")
 	}
 	c, err := files.Scan(r.Context(), req.Path, o)
 	if errors.Is(err, files.ErrTooLarge) {
@@ -150,6 +157,9 @@ func (s *Server) handleFileRead(w http.ResponseWriter, r *http.Request) error {
 		return nil
 	}
 	defer c.Close()
+	if lines {
+		return replyLines(w, r, c, req.Offset, req.Limit, req.IsBase64)
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
 	if err := writeContent(r.Context(), w, c, req.IsBase64 || !c.UTF8()); err != nil {
@@ -157,6 +167,39 @@ func (s *Server) handleFileRead(w http.ResponseWriter, r *http.Request) error {
 		// off as whole. Breaking the connection is the only way to say so.
 		panic(http.ErrAbortHandler)
 	}
+	return nil
+}
+
+// linesReply is read_file's reply with offset or limit: the lines
+// selected, line ends kept, and what the original reply does not say.
+type linesReply struct {
+	Content    string `json:"content"`
+	IsBase64   bool   `json:"is_base64,omitempty"`
+	TotalLines int    `json:"total_lines"`
+	Truncated  bool   `json:"truncated"` // more lines follow the ones returned
+}
+
+// replyLines writes read_file's reply of the lines of c that offset
+// (1-based; nil: 1) and limit (nil: all the rest) select. They are held
+// in memory, at most the 64 MiB read_file reads.
+func replyLines(w http.ResponseWriter, r *http.Request, c *files.Content, offset, limit *int, asBase64 bool) error {
+	off, lim := 1, -1
+	if offset != nil {
+		off = *offset
+	}
+	if limit != nil {
+		lim = *limit
+	}
+	lw, err := c.Lines(r.Context(), off, lim)
+	if err != nil {
+		replyFailed(w, err)
+		return nil
+	}
+	rep := linesReply{Content: string(lw.Data), TotalLines: lw.Total, Truncated: lw.More}
+	if asBase64 || !utf8.Valid(lw.Data) {
+		rep.Content, rep.IsBase64 = base64.StdEncoding.EncodeToString(lw.Data), true
+	}
+	encode(w, http.StatusOK, rep)
 	return nil
 }
 

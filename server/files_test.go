@@ -249,3 +249,39 @@ func TestFileAndDirBadRequests(t *testing.T) {
 	}
 	assert.NoFileExists(t, p, "no bad request touched the file system")
 }
+
+// offset and limit select lines and add total_lines and truncated; the
+// original reply, without them, stays exactly {"content"}.
+func TestFileReadLines(t *testing.T) {
+	ts, _ := newTestServer(t, testServer{})
+	p := filepath.Join(t.TempDir(), "a.txt")
+	require.NoError(t, os.WriteFile(p, []byte("one\r\ntwo\nthree\nfour"), 0o644))
+
+	code, body := call(t, ts, "POST", "/read_file", map[string]any{"path": p})
+	assert.Equal(t, http.StatusOK, code)
+	assert.Equal(t, map[string]any{"content": "one\r\ntwo\nthree\nfour"}, body, "the original reply, unchanged")
+
+	code, body = call(t, ts, "POST", "/read_file", map[string]any{"path": p, "offset": 2, "limit": 2})
+	assert.Equal(t, http.StatusOK, code)
+	assert.Equal(t, map[string]any{"content": "two\nthree\n", "total_lines": 4.0, "truncated": true}, body)
+
+	code, body = call(t, ts, "POST", "/read_file", map[string]any{"path": p, "limit": 1})
+	assert.Equal(t, http.StatusOK, code)
+	assert.Equal(t, map[string]any{"content": "one\r\n", "total_lines": 4.0, "truncated": true}, body, "limit alone starts at line 1")
+
+	code, body = call(t, ts, "POST", "/read_file", map[string]any{"path": p, "offset": 3})
+	assert.Equal(t, http.StatusOK, code)
+	assert.Equal(t, map[string]any{"content": "three\nfour", "total_lines": 4.0, "truncated": false}, body)
+
+	code, body = call(t, ts, "POST", "/read_file", map[string]any{"path": p, "offset": 9, "limit": 1})
+	assert.Equal(t, http.StatusOK, code)
+	assert.Equal(t, map[string]any{"content": "", "total_lines": 4.0, "truncated": false}, body)
+
+	code, _ = call(t, ts, "POST", "/read_file", map[string]any{"path": p, "offset": 0})
+	assert.Equal(t, http.StatusBadRequest, code)
+
+	code, body = call(t, ts, "POST", "/read_file", map[string]any{"path": p + ".missing", "offset": 1})
+	assert.Equal(t, http.StatusOK, code)
+	assert.Contains(t, body["error"], "no such file or directory")
+	assert.NotContains(t, body, "total_lines")
+}

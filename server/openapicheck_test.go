@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +16,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers"
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -69,7 +71,26 @@ func newDocChecker(tb testing.TB, basePath, token string, next http.Handler) *do
 	if err != nil {
 		tb.Fatal(err)
 	}
+	openapi3filter.RegisterBodyDecoder(ndjsonType, decodeNDJSON) // under kin-openapi's lock; the same each time
 	return &docChecker{doc: d, basePath: basePath, token: token, next: next}
+}
+
+// decodeNDJSON reads an NDJSON reply as the array of its lines' values,
+// which the document's schema for application/x-ndjson describes.
+func decodeNDJSON(r io.Reader, _ http.Header, _ *openapi3.SchemaRef, _ openapi3filter.EncodingFn) (any, error) {
+	dec := json.NewDecoder(r)
+	lines := []any{}
+	for {
+		var v any
+		err := dec.Decode(&v)
+		if errors.Is(err, io.EOF) {
+			return lines, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		lines = append(lines, v)
+	}
 }
 
 func (c *docChecker) report(format string, args ...any) {

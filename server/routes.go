@@ -82,6 +82,15 @@ func (s *Server) routes() {
 	r.Handle("/files", s.wrap(s.handleFilesPut)).Methods(put)
 	r.Handle("/files", s.wrap(s.handleFilesPost)).Methods(post)
 
+	// Workspace tools (search.go, edit.go): statuses as /files answers.
+	r.Handle("/grep", s.wrap(s.handleGrep)).Methods(post)
+	r.Handle("/find_files", s.wrap(s.handleFindFiles)).Methods(post)
+	r.Handle("/edit_file", s.wrap(s.handleFileEdit)).Methods(post)
+	r.Handle("/apply_patch", s.wrap(s.handlePatchApply)).Methods(post)
+	r.Handle("/move_path", s.wrap(s.handlePathMove)).Methods(post)
+	r.Handle("/copy_path", s.wrap(s.handlePathCopy)).Methods(post)
+	r.Handle("/chmod_path", s.wrap(s.handlePathChmod)).Methods(post)
+
 	r.Handle("/bind_port", s.wrap(s.handlePortBind)).Methods(post)
 	r.Handle("/unbind_port", s.wrap(s.handlePortUnbind)).Methods(post)
 	r.Handle("/port_status", s.wrap(s.handlePortStatus)).Methods(get)

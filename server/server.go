@@ -22,6 +22,7 @@ import (
 	"github.com/sandbox-executor/sandbox-executor/mcp"
 	"github.com/sandbox-executor/sandbox-executor/procs"
 	"github.com/sandbox-executor/sandbox-executor/proxy"
+	"github.com/sandbox-executor/sandbox-executor/search"
 	"github.com/sandbox-executor/sandbox-executor/sessions"
 	"github.com/sandbox-executor/sandbox-executor/sse"
 	"github.com/sandbox-executor/sandbox-executor/stats"
@@ -110,6 +111,9 @@ type Deps struct {
 	// Exec, if not nil, offers the MCP tools exec and exec_poll over it;
 	// see ExecFuncs.
 	Exec *ExecFuncs
+	// Search runs /grep and /find_files. If nil, a zero Searcher: Go's
+	// regexp and the agent's own walk, never rg.
+	Search *search.Searcher
 }
 
 // Server serves the API. Create it with New.
@@ -139,6 +143,7 @@ type Server struct {
 	exposed    exposedPorts
 	// freeSpace is files.FreeSpace; tests replace it to play a full disk.
 	freeSpace func(dir string) (int64, error)
+	search    *search.Searcher
 }
 
 // New returns a Server that checks tokens with auth and drives deps.
@@ -165,6 +170,9 @@ func New(log zerolog.Logger, auth *Auth, deps Deps, cfg Config) *Server {
 	s := &Server{log: log, auth: auth, runner: deps.Runner, procs: deps.Procs, fwd: deps.Forwarder,
 		terms: deps.Terminals, sessions: deps.Sessions, tunnels: deps.Tunnels, exec: deps.Exec, contexts: deps.Contexts, cfg: cfg,
 		router: mux.NewRouter().SkipClean(true), started: time.Now(), freeSpace: files.FreeSpace} // routePath cleans
+	if s.search = deps.Search; s.search == nil {
+		s.search = &search.Searcher{}
+	}
 	if s.res = deps.Resources; s.res == nil {
 		wd, _ := os.Getwd() // "" if the directory is gone: Disk then fails, and is left out
 		s.res = stats.New(wd)

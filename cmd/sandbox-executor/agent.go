@@ -19,6 +19,7 @@ import (
 	"github.com/sandbox-executor/sandbox-executor/internal/connlimit"
 	"github.com/sandbox-executor/sandbox-executor/procs"
 	"github.com/sandbox-executor/sandbox-executor/proxy"
+	"github.com/sandbox-executor/sandbox-executor/search"
 	"github.com/sandbox-executor/sandbox-executor/server"
 	"github.com/sandbox-executor/sandbox-executor/sessions"
 	"github.com/sandbox-executor/sandbox-executor/stats"
@@ -98,7 +99,7 @@ func (o options) newAgent(ctx context.Context, cfg config, getenv func(string) s
 	// commands start in unless they name another.
 	wd, _ := os.Getwd()
 	deps := server.Deps{Runner: runner, Procs: a.procs, Forwarder: a.fwd, Terminals: a.terms, Sessions: sess,
-		Contexts: a.contexts, Resources: stats.New(wd), Tunnels: a.tunnels}
+		Contexts: a.contexts, Resources: stats.New(wd), Tunnels: a.tunnels, Search: search.New(search.LookRG())}
 	a.api = server.New(log, auth, deps, server.Config{
 		BasePath:           cfg.basePath,
 		KeepAlive:          cfg.keepAlive,

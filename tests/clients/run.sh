@@ -55,6 +55,8 @@ export PY
 
 # A real terminal for exec -it: tmux.
 command -v tmux >/dev/null || apt_install tmux
+# ripgrep: the agent's /grep uses rg when it is on PATH (check_curl_grep.sh).
+command -v rg >/dev/null || apt_install ripgrep
 
 # A headless browser for examples/terminal.html: Debian's Chromium.
 CHROMIUM=${CHROMIUM:-$(command -v chromium || true)}
@@ -151,6 +153,7 @@ checks=(
   "sandbox-executor exec -it in a tmux pane (typing, resize, exit code, terminal restored):check_cli_exec_tmux.sh"
   "Python requests driving a code context as a notebook (examples/notebook.py):check_python_contexts.sh"
   "Node fetch driving a JavaScript code context (examples/notebook_fetch.mjs):check_node_contexts.sh"
+  "curl -N /grep?stream=1 NDJSON, /edit_file with If-Match:check_curl_grep.sh"
 )
 passed=0
 failed=0

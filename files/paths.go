@@ -1,0 +1,244 @@
+package files
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// ErrNeedsRecursive is Copy's error for a directory copied without
+// recursive: the client's mistake.
+var ErrNeedsRecursive = errors.New("a directory is copied only with recursive")
+
+// maxCopyDepth bounds the directories a copy descends into.
+const maxCopyDepth = 256
+
+// Move renames from to to, as o (nil: the agent; the kernel checks o's
+// rights). A missing from is fs.ErrNotExist; an existing to is EEXIST
+// unless overwrite, which replaces a file or an empty directory (a
+// non-empty one is ENOTEMPTY). The refusal of an existing to is the
+// kernel's own (renameat2's RENAME_NOREPLACE), so nothing created
+// meanwhile is clobbered. Across file systems, from is copied beside to,
+// renamed into place, and then removed. Symbolic links are moved, never
+// followed; the directories on the way are resolved as Stage resolves
+// them. Parents of to are not created.
+func Move(ctx context.Context, from, to string, overwrite bool, o *Owner) error {
+	return asOwner(o, func() error {
+		src, err := resolvePair(o, from, to, "rename")
+		if err != nil {
+			return err
+		}
+		defer src.close()
+		if _, err := src.lstatFrom(); err != nil {
+			return err
+		}
+		err = src.rename(overwrite)
+		if !errors.Is(err, syscall.EXDEV) {
+			return err
+		}
+		if err := src.copyInto(ctx, overwrite); err != nil {
+			return err
+		}
+		return os.RemoveAll(src.fromPath())
+	})
+}
+
+// Copy copies from to to, as o: a file with its mode, a directory (only
+// with recursive, else ErrNeedsRecursive) with everything in it;
+// symbolic links are copied as links, never followed, and special files
+// are refused (ErrNotRegular). The copy is made beside to and renamed
+// into place whole: an existing to is EEXIST unless overwrite, which
+// replaces a file or an empty directory. Copy stops with ctx's error
+// between files once ctx is done, leaving nothing behind.
+func Copy(ctx context.Context, from, to string, overwrite, recursive bool, o *Owner) error {
+	return asOwner(o, func() error {
+		src, err := resolvePair(o, from, to, "copy")
+		if err != nil {
+			return err
+		}
+		defer src.close()
+		st, err := src.lstatFrom()
+		if err != nil {
+			return err
+		}
+		if st.Mode&unix.S_IFMT == unix.S_IFDIR && !recursive {
+			return fmt.Errorf("copy %s: %w", from, ErrNeedsRecursive)
+		}
+		return src.copyInto(ctx, overwrite)
+	})
+}
+
+// Chmod sets the mode bits of path (permissions, setuid, setgid, sticky:
+// mode's low 12 bits, as chmod(2) takes them), as o. A symbolic link at the end is followed as Stage follows
+// links.
+func Chmod(path string, mode uint32, o *Owner) error {
+	return asOwner(o, func() error {
+		dir, name, err := newWalker(o, false).resolve(path, "chmod", true)
+		if err != nil {
+			return err
+		}
+		defer dir.Close()
+		err = ignoringEINTR(func() error { return unix.Fchmodat(int(dir.Fd()), name, mode&0o7777, 0) })
+		if err != nil {
+			return &fs.PathError{Op: "chmod", Path: path, Err: err}
+		}
+		return nil
+	})
+}
+
+// pair is the source and destination of a move or a copy, each as the
+// directory that holds it (open, O_PATH) and its name there.
+type pair struct {
+	op               string
+	from, to         string // as the client wrote them, for errors
+	fromDir, toDir   *os.File
+	fromDirP, toDirP string // the directories' paths, as resolved
+	fromName, toName string
+}
+
+func resolvePair(o *Owner, from, to, op string) (*pair, error) {
+	p := &pair{op: op, from: from, to: to}
+	var err error
+	if p.fromDir, p.fromDirP, p.fromName, err = newWalker(o, false).resolveDir(from, op, false); err != nil {
+		return nil, err
+	}
+	if p.toDir, p.toDirP, p.toName, err = newWalker(o, false).resolveDir(to, op, false); err != nil {
+		p.fromDir.Close()
+		return nil, err
+	}
+	if p.fromName == "." || p.toName == "." {
+		p.close()
+		return nil, fmt.Errorf("%w %q -> %q: a path may not end in \".\" or \"..\"", ErrInvalidPath, from, to)
+	}
+	return p, nil
+}
+
+func (p *pair) close() {
+	p.fromDir.Close()
+	p.toDir.Close()
+}
+
+func (p *pair) fromPath() string { return filepath.Join(p.fromDirP, p.fromName) }
+
+func (p *pair) lstatFrom() (unix.Stat_t, error) {
+	var st unix.Stat_t
+	if err := unix.Fstatat(int(p.fromDir.Fd()), p.fromName, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return st, &fs.PathError{Op: p.op, Path: p.from, Err: err}
+	}
+	return st, nil
+}
+
+// rename renames from to to in one system call.
+func (p *pair) rename(overwrite bool) error {
+	return p.renameFrom(p.fromDir, p.fromName, overwrite)
+}
+
+func (p *pair) renameFrom(dir *os.File, name string, overwrite bool) error {
+	flags := uint(0)
+	if !overwrite {
+		flags = unix.RENAME_NOREPLACE
+	}
+	err := ignoringEINTR(func() error {
+		return unix.Renameat2(int(dir.Fd()), name, int(p.toDir.Fd()), p.toName, flags)
+	})
+	if err != nil {
+		return &fs.PathError{Op: p.op, Path: p.to, Err: err}
+	}
+	return nil
+}
+
+// copyInto copies from into a temporary directory beside to, then
+// renames the copy into place; the temporary directory goes either way.
+func (p *pair) copyInto(ctx context.Context, overwrite bool) error {
+	if !overwrite {
+		var st unix.Stat_t
+		if unix.Fstatat(int(p.toDir.Fd()), p.toName, &st, unix.AT_SYMLINK_NOFOLLOW) == nil {
+			return &fs.PathError{Op: p.op, Path: p.to, Err: syscall.EEXIST}
+		}
+	}
+	tmp, err := os.MkdirTemp(p.toDirP, ".sandbox-copy-*")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	if err := copyEntry(ctx, p.fromPath(), filepath.Join(tmp, "c"), 0); err != nil {
+		return err
+	}
+	dir, err := os.OpenFile(tmp, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return err
+	}
+	defer dir.Close()
+	return p.renameFrom(dir, "c", overwrite)
+}
+
+// copyEntry copies the file, link or directory at src to dst, which does
+// not exist yet.
+func copyEntry(ctx context.Context, src, dst string, depth int) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	fi, err := os.Lstat(src)
+	if err != nil {
+		return err
+	}
+	switch {
+	case fi.Mode()&fs.ModeSymlink != 0:
+		target, err := os.Readlink(src)
+		if err != nil {
+			return err
+		}
+		return os.Symlink(target, dst)
+	case fi.IsDir():
+		return copyDir(ctx, src, dst, fi.Mode(), depth)
+	case fi.Mode().IsRegular():
+		return copyRegular(src, dst, fi.Mode())
+	}
+	return notRegularError(fmt.Sprintf("copy %s: named pipes, sockets and devices are not copied", src))
+}
+
+func copyDir(ctx context.Context, src, dst string, mode fs.FileMode, depth int) error {
+	if depth >= maxCopyDepth {
+		return &fs.PathError{Op: "copy", Path: src, Err: syscall.ELOOP}
+	}
+	if err := os.Mkdir(dst, 0o700); err != nil {
+		return err
+	}
+	des, err := os.ReadDir(src)
+	if err != nil {
+		return err
+	}
+	for _, de := range des {
+		if err := copyEntry(ctx, filepath.Join(src, de.Name()), filepath.Join(dst, de.Name()), depth+1); err != nil {
+			return err
+		}
+	}
+	return os.Chmod(dst, mode.Perm()|mode&(fs.ModeSetuid|fs.ModeSetgid|fs.ModeSticky))
+}
+
+func copyRegular(src, dst string, mode fs.FileMode) error {
+	in, err := os.OpenFile(src, os.O_RDONLY|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(out, in) // copy_file_range where the kernel can
+	if err == nil {
+		err = out.Chmod(mode.Perm() | mode&(fs.ModeSetuid|fs.ModeSetgid|fs.ModeSticky))
+	}
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}

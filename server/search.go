@@ -1,0 +1,152 @@
+package server
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/sandbox-executor/sandbox-executor/search"
+)
+
+// The workspace's search endpoints answer with HTTP statuses as /files
+// does (400 for a bad request or pattern, 404 for a missing path, 403 for
+// one the agent may not read), never the original file endpoints'
+// 200-with-error. They run with the agent's own rights.
+
+// ndjsonType is the media type of a streamed grep.
+const ndjsonType = "application/x-ndjson"
+
+// searchError turns an error of package search into its reply: an invalid
+// pattern is 400 with the pattern as sent, a bad request 400, and the
+// file system's errors as fileError gives them.
+func searchError(err error) error {
+	var pe *search.PatternError
+	switch {
+	case errors.As(err, &pe):
+		return &httpError{code: http.StatusBadRequest, msg: err.Error(), extra: map[string]any{"pattern": pe.Pattern}}
+	case errors.Is(err, search.ErrInvalidRequest):
+		return &httpError{code: http.StatusBadRequest, msg: err.Error()}
+	}
+	return fileError(err)
+}
+
+// refuseOwner refuses user and session on a search: it runs with the
+// agent's rights, and a client that asked for another user's view must
+// not get the agent's in silence.
+func refuseOwner(f ownerFields) error {
+	if f.User != "" || f.Session != "" {
+		return errorf(http.StatusBadRequest, "grep and find_files run with the agent's rights: user and session are not supported")
+	}
+	return nil
+}
+
+// wantsStream reports whether a grep's client asked for NDJSON, by
+// ?stream=1 (or true) or by its Accept header.
+func wantsStream(r *http.Request) bool {
+	switch r.URL.Query().Get("stream") {
+	case "1", "true":
+		return true
+	}
+	return strings.Contains(r.Header.Get("Accept"), ndjsonType)
+}
+
+// handleGrep serves POST /grep: the lines matching a pattern under a
+// file or a directory, with what it did not look at (search.GrepReply).
+// Streamed (see wantsStream), each match is a line of NDJSON as it is
+// found and the last line is the reply without matches; the status is
+// decided before the first line, so a bad request is still a 4xx.
+func (s *Server) handleGrep(w http.ResponseWriter, r *http.Request) error {
+	type request struct {
+		search.GrepRequest
+		ownerFields
+	}
+	body, err := decode[request](w, r, s.cfg.MaxBody)
+	if err != nil {
+		return err
+	}
+	if err := refuseOwner(body.ownerFields); err != nil {
+		return err
+	}
+	req := body.GrepRequest
+	if req.Pattern == "" {
+		return errorf(http.StatusBadRequest, "pattern is required")
+	}
+	if !wantsStream(r) {
+		rep, err := s.search.Grep(r.Context(), req)
+		if err != nil {
+			return searchError(err)
+		}
+		encode(w, http.StatusOK, rep)
+		return nil
+	}
+	nd := newNDJSON(w, s.cfg.StallTimeout)
+	defer nd.stall.done()
+	rep, err := s.search.GrepStream(r.Context(), req, func(m search.Match) error { return nd.line(m) })
+	if err != nil {
+		if nd.started {
+			return err // the client left, or stopped reading: nothing more can be said
+		}
+		return searchError(err)
+	}
+	if err := nd.line(rep); err != nil {
+		return err
+	}
+	return nd.bw.Flush()
+}
+
+// ndjson writes a stream of JSON lines, sending the status and headers
+// with the first one. A client that accepts nothing for the stall
+// timeout counts as gone (stallWriter), so a search never waits on it
+// for ever.
+type ndjson struct {
+	w       http.ResponseWriter
+	stall   *stallWriter
+	bw      *bufio.Writer
+	enc     *json.Encoder
+	started bool
+}
+
+func newNDJSON(w http.ResponseWriter, stall time.Duration) *ndjson {
+	sw := newStallWriter(w, stall)
+	bw := bufio.NewWriterSize(sw, 32<<10)
+	enc := json.NewEncoder(bw)
+	enc.SetEscapeHTML(false)
+	return &ndjson{w: w, stall: sw, bw: bw, enc: enc}
+}
+
+// line writes v as one line. Lines go out as the buffer fills, so a
+// large result is never held whole.
+func (n *ndjson) line(v any) error {
+	if !n.started {
+		n.w.Header().Set("Content-Type", ndjsonType)
+		n.w.WriteHeader(http.StatusOK)
+		n.started = true
+	}
+	return n.enc.Encode(v)
+}
+
+// handleFindFiles serves POST /find_files: the files or directories under
+// a directory whose path matches a glob, with what the walk did not look
+// at (search.FindReply).
+func (s *Server) handleFindFiles(w http.ResponseWriter, r *http.Request) error {
+	type request struct {
+		search.FindRequest
+		ownerFields
+	}
+	req, err := decode[request](w, r, s.cfg.MaxBody)
+	if err != nil {
+		return err
+	}
+	if err := refuseOwner(req.ownerFields); err != nil {
+		return err
+	}
+	rep, err := s.search.FindFiles(r.Context(), req.FindRequest)
+	if err != nil {
+		return searchError(err)
+	}
+	encode(w, http.StatusOK, rep)
+	return nil
+}

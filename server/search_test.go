@@ -1,0 +1,177 @@
+package server
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sandbox-executor/sandbox-executor/search"
+)
+
+// searchTree writes a small tree: n files each with one match of
+// "needle", and one in node_modules that the defaults prune.
+func searchTree(t *testing.T, n int) string {
+	t.Helper()
+	dir := t.TempDir()
+	for i := range n {
+		p := filepath.Join(dir, "src", fmt.Sprintf("f%02d.go", i))
+		require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
+		require.NoError(t, os.WriteFile(p, []byte("package x\n// needle here\n"), 0o644))
+	}
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "node_modules", "m"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "node_modules", "m", "i.js"), []byte("needle\n"), 0o644))
+	return dir
+}
+
+func TestGrepPagesWithCursor(t *testing.T) {
+	ts, _ := newTestServer(t, testServer{})
+	dir := searchTree(t, 25)
+	seen := map[string]int{}
+	cursor, excluded := "", 0.0
+	for range 10 { // 25 matches by 10: three pages
+		code, body := call(t, ts, "POST", "/grep", map[string]any{"pattern": "needle", "path": dir, "max_results": 10, "cursor": cursor})
+		require.Equal(t, http.StatusOK, code, body)
+		for _, m := range body["matches"].([]any) {
+			mm := m.(map[string]any)
+			assert.Equal(t, 2.0, mm["line"])
+			assert.Equal(t, 4.0, mm["column"])
+			seen[mm["path"].(string)]++
+		}
+		excluded += body["skipped"].(map[string]any)["excluded"].(float64)
+		c, _ := body["cursor"].(string)
+		if body["stopped_by"] == "end" {
+			assert.Equal(t, false, body["truncated"])
+			break
+		}
+		assert.Equal(t, "max_results", body["stopped_by"])
+		assert.Equal(t, true, body["truncated"])
+		require.NotEmpty(t, c)
+		cursor = c
+	}
+	assert.Len(t, seen, 25)
+	assert.Equal(t, 1.0, excluded, "node_modules, once over all the pages")
+	for p, n := range seen {
+		assert.Equal(t, 1, n, p)
+	}
+
+	code, body := call(t, ts, "POST", "/grep", map[string]any{"pattern": "needle", "path": dir, "exclude_defaults": false, "max_results": 100})
+	require.Equal(t, http.StatusOK, code)
+	assert.Len(t, body["matches"], 26, "node_modules searched too")
+	assert.Equal(t, []any{}, body["excluded_by_default"])
+}
+
+func TestGrepErrors(t *testing.T) {
+	ts, _ := newTestServer(t, testServer{})
+	dir := searchTree(t, 1)
+
+	code, body := call(t, ts, "POST", "/grep", map[string]any{"pattern": "(", "path": dir})
+	assert.Equal(t, http.StatusBadRequest, code)
+	assert.Equal(t, "(", body["pattern"])
+	assert.Contains(t, body["error"], "invalid pattern: ")
+
+	code, body = call(t, ts, "POST", "/grep", map[string]any{"pattern": "x", "path": filepath.Join(dir, "missing")})
+	assert.Equal(t, http.StatusNotFound, code)
+	assert.Contains(t, body["error"], "no such file or directory")
+
+	code, body = call(t, ts, "POST", "/grep", map[string]any{"path": dir})
+	assert.Equal(t, http.StatusBadRequest, code)
+	assert.Equal(t, "pattern is required", body["error"])
+
+	code, _ = call(t, ts, "POST", "/grep", map[string]any{"pattern": "x", "path": dir, "cursor": "!!"})
+	assert.Equal(t, http.StatusBadRequest, code)
+
+	code, body = call(t, ts, "POST", "/grep", map[string]any{"pattern": "x", "path": dir, "user": "nobody"})
+	assert.Equal(t, http.StatusBadRequest, code, "a search never gives the agent's view to a client that asked for a user's")
+	assert.Contains(t, body["error"], "user and session are not supported")
+	code, _ = call(t, ts, "POST", "/find_files", map[string]any{"path": dir, "session": "s"})
+	assert.Equal(t, http.StatusBadRequest, code)
+
+	code, _ = call(t, ts, "POST", "/find_files", map[string]any{"path": dir, "type": "socket"})
+	assert.Equal(t, http.StatusBadRequest, code)
+	code, _ = call(t, ts, "POST", "/find_files", map[string]any{"path": filepath.Join(dir, "missing")})
+	assert.Equal(t, http.StatusNotFound, code)
+}
+
+// The streamed form carries the same matches, one per line, then the
+// summary; a bad pattern is still a 400, decided before the stream.
+func TestGrepStream(t *testing.T) {
+	ts, _ := newTestServer(t, testServer{})
+	dir := searchTree(t, 5)
+	whole, err := search.New("").Grep(t.Context(), search.GrepRequest{Pattern: "needle", Path: dir})
+	require.NoError(t, err)
+
+	for _, how := range []struct{ query, accept string }{{"?stream=1", ""}, {"", ndjsonType}} {
+		req, err := http.NewRequestWithContext(t.Context(), "POST", ts.URL+"/grep"+how.query,
+			jsonBody(t, map[string]any{"pattern": "needle", "path": dir}))
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+testSecret)
+		if how.accept != "" {
+			req.Header.Set("Accept", how.accept)
+		}
+		resp, err := ts.Client().Do(req)
+		require.NoError(t, err)
+		assert.Equal(t, http.StatusOK, resp.StatusCode)
+		assert.Equal(t, ndjsonType, resp.Header.Get("Content-Type"))
+		var lines []map[string]any
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			var v map[string]any
+			require.NoError(t, json.Unmarshal(sc.Bytes(), &v))
+			lines = append(lines, v)
+		}
+		resp.Body.Close()
+		require.Len(t, lines, len(whole.Matches)+1)
+		for i, m := range whole.Matches {
+			assert.Equal(t, m.Path, lines[i]["path"])
+		}
+		last := lines[len(lines)-1]
+		assert.NotContains(t, last, "matches")
+		assert.Equal(t, "end", last["stopped_by"])
+		assert.Equal(t, 5.0, last["files_matched"])
+	}
+
+	resp := request(t, ts, "POST", "/grep?stream=1", map[string]any{"pattern": "(", "path": dir})
+	assert.Equal(t, http.StatusBadRequest, resp.StatusCode)
+	assert.Equal(t, "application/json", resp.Header.Get("Content-Type"))
+}
+
+func TestFindFiles(t *testing.T) {
+	ts, _ := newTestServer(t, testServer{})
+	dir := searchTree(t, 3)
+	code, body := call(t, ts, "POST", "/find_files", map[string]any{"path": dir, "glob": "**/*.go", "max_results": 2})
+	require.Equal(t, http.StatusOK, code)
+	entries := body["entries"].([]any)
+	require.Len(t, entries, 2)
+	assert.Equal(t, 1.0, body["skipped"].(map[string]any)["excluded"], "node_modules, walked before src")
+	e := entries[0].(map[string]any)
+	assert.Equal(t, filepath.Join(dir, "src", "f00.go"), e["path"])
+	assert.Equal(t, "file", e["type"])
+	assert.Equal(t, true, body["truncated"])
+	assert.Equal(t, "max_results", body["stopped_by"])
+
+	code, body = call(t, ts, "POST", "/find_files", map[string]any{"path": dir, "glob": "**/*.go", "cursor": body["cursor"]})
+	require.Equal(t, http.StatusOK, code)
+	entries = body["entries"].([]any)
+	require.Len(t, entries, 1)
+	assert.Equal(t, filepath.Join(dir, "src", "f02.go"), entries[0].(map[string]any)["path"])
+	assert.Equal(t, "end", body["stopped_by"])
+
+	code, body = call(t, ts, "POST", "/find_files", map[string]any{"path": dir, "type": "dir"})
+	require.Equal(t, http.StatusOK, code)
+	assert.Len(t, body["entries"], 1, "src; node_modules pruned")
+}
+
+func jsonBody(t *testing.T, v any) *bytes.Reader {
+	t.Helper()
+	b, err := json.Marshal(v)
+	require.NoError(t, err)
+	return bytes.NewReader(b)
+}
