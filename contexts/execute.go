@@ -91,7 +91,7 @@ func (c *Context) runOn(it *interp, call *Call, req RunRequest) outcome {
 				// A done frame for another call: forged, or stale.
 				return answer(c.lose(it, call, orStatus(why, "error"), "its worker sent an unexpected frame"))
 			case f.Type == "done":
-				if !it.waitRead([2]int64{f.Stdout, f.Stderr}, c.reg.grace()) {
+				if !it.waitDrained([2]int64{f.Stdout, f.Stderr}, c.reg.grace()) {
 					call.push(Event{Name: "stderr", Data: map[string]any{"data": "[sandbox: some output of this call may arrive late or be missing]\n"}})
 				}
 				status := f.Status

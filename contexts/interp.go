@@ -3,6 +3,7 @@ package contexts
 import (
 	"errors"
 	"fmt"
+	"golang.org/x/sys/unix"
 	"os"
 	"os/exec"
 	"strings"
@@ -30,9 +31,13 @@ type interp struct {
 	// Holding it while a count grows and is waited for means the worker's
 	// done frame, which says how many bytes it wrote, can wait for
 	// exactly those bytes.
-	mu      sync.Mutex
-	read    [2]int64
-	readsUp chan struct{} // closed and replaced whenever read grows
+	mu   sync.Mutex
+	read [2]int64
+	// taken counts the bytes each reader has had from its pipe, counted
+	// as soon as a read returns; consumed the same once handed on (or
+	// held as the start of a cut character). See drained.
+	taken, consumed [2]int64
+	readsUp         chan struct{} // closed and replaced whenever read grows
 }
 
 // sink receives an interpreter's output, from its reader goroutines:
@@ -139,6 +144,10 @@ func (it *interp) readOutput(i int, out sink) {
 	carry := 0
 	for {
 		n, err := it.outs[i].Read(buf[carry:])
+		it.mu.Lock()
+		it.taken[i] += int64(n)
+		it.mu.Unlock()
+		fresh := n
 		n += carry
 		whole := n
 		if err == nil {
@@ -149,6 +158,7 @@ func (it *interp) readOutput(i int, out sink) {
 		}
 		it.mu.Lock()
 		it.read[i] += int64(whole)
+		it.consumed[i] += int64(fresh)
 		close(it.readsUp)
 		it.readsUp = make(chan struct{})
 		it.mu.Unlock()
@@ -177,11 +187,43 @@ func wholeRunes(p []byte) int {
 // each stream, the interpreter has exited, or d has passed. It reports
 // whether all of them came.
 func (it *interp) waitRead(want [2]int64, d time.Duration) bool {
+	return it.waitReadAll(want, [2]int64{}, d)
+}
+
+// waitDrained is waitRead that also waits for the bytes written to the
+// pipes around the worker's counted streams (the code's os.write(1, ...),
+// a child process's output) that were in them when it was called: the
+// end of a call must come after its output, however it was written.
+func (it *interp) waitDrained(want [2]int64, d time.Duration) bool {
+	var raw [2]int64
+	it.mu.Lock()
+	taken := it.taken
+	it.mu.Unlock()
+	for i := range raw {
+		raw[i] = taken[i] + it.pending(i)
+	}
+	return it.waitReadAll(want, raw, d)
+}
+
+// pending returns the bytes waiting unread in stream i's pipe (FIONREAD, which Linux spells TIOCINQ).
+func (it *interp) pending(i int) int64 {
+	rc, err := it.outs[i].SyscallConn()
+	if err != nil {
+		return 0
+	}
+	var n int
+	_ = rc.Control(func(fd uintptr) { n, _ = unix.IoctlGetInt(int(fd), unix.TIOCINQ) })
+	return int64(n)
+}
+
+// waitReadAll waits until the readers have delivered want bytes of each
+// stream and consumed raw, the interpreter has exited, or d has passed.
+func (it *interp) waitReadAll(want, raw [2]int64, d time.Duration) bool {
 	timer := time.NewTimer(d)
 	defer timer.Stop()
 	for {
 		it.mu.Lock()
-		ok := it.read[0] >= want[0] && it.read[1] >= want[1]
+		ok := it.read[0] >= want[0] && it.read[1] >= want[1] && it.consumed[0] >= raw[0] && it.consumed[1] >= raw[1]
 		up := it.readsUp
 		it.mu.Unlock()
 		if ok {

@@ -371,3 +371,17 @@ func TestContextEventOrder(t *testing.T) {
 		}
 	}
 }
+
+// Output written around the worker's own streams, by os.write on fd 1 or
+// by a child process, is all delivered before the call's complete: the
+// end of a call waits for what its pipes held when the code ended.
+func TestContextRawOutputBeforeComplete(t *testing.T) {
+	ts := newContextServer(t, contexts.Options{})
+	id := createContext(t, ts, map[string]any{"language": "python"})
+	for range 5 {
+		evs := runCode(t, ts, map[string]any{"context": id,
+			"code": `import os, subprocess; os.write(1, b"x" * 300000); subprocess.run(["head", "-c", "200000", "/dev/zero"])`})
+		assert.Equal(t, 500000, len(streamText(evs, "stdout")), "bytes before complete")
+		assert.Equal(t, "complete", evs[len(evs)-1].name)
+	}
+}
