@@ -15,6 +15,7 @@ import (
 	"github.com/sandbox-executor/sandbox-executor/proxy"
 	"github.com/sandbox-executor/sandbox-executor/sessions"
 	"github.com/sandbox-executor/sandbox-executor/terminals"
+	"github.com/sandbox-executor/sandbox-executor/watch"
 )
 
 // apiFunc is a handler that returns its error instead of writing it; wrap
@@ -95,6 +96,11 @@ var errorStatuses = [...]errorStatus{
 	{err: executor.ErrNotPrivileged, code: http.StatusForbidden},
 	{err: sessions.ErrTooMany, code: http.StatusServiceUnavailable},
 	{err: sessions.ErrClosed, code: http.StatusServiceUnavailable},
+	{err: watch.ErrTooMany, code: http.StatusServiceUnavailable},
+	{err: watch.ErrTooManyDirs, code: http.StatusServiceUnavailable},
+	{err: watch.ErrNotFound, code: http.StatusNotFound},
+	{err: watch.ErrUnknown, code: http.StatusNotFound},
+	{err: watch.ErrClosed, code: http.StatusServiceUnavailable},
 }
 
 // replyOf returns the status, message and extra fields of the reply err

@@ -102,4 +102,11 @@ func (s *Server) routes() {
 	r.Handle("/list_exposed_ports", s.wrap(s.handlePortListExposed)).Methods(get)
 	r.Handle("/tunnel_ws", s.wrap(s.handleTunnelWS)).Methods(get)
 	r.Handle("/list_tunnels", s.wrap(s.handleTunnelList)).Methods(get)
+
+	// Watches (watch.go, watches.go).
+	r.Handle("/watch", s.wrap(s.handleWatch)).Methods(get, post)
+	r.Handle("/watches", s.wrap(s.handleWatchCreate)).Methods(post)
+	r.Handle("/watches/{id}/events", s.wrap(s.handleWatchEvents)).Methods(get)
+	r.Handle("/watches/{id}", s.wrap(s.handleWatchDelete)).Methods(http.MethodDelete)
+	r.Handle("/wait_for_path", s.wrap(s.handleWaitForPath)).Methods(post)
 }

@@ -5,6 +5,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/url"
 	"os"
@@ -25,6 +26,7 @@ import (
 	"github.com/sandbox-executor/sandbox-executor/stats"
 	"github.com/sandbox-executor/sandbox-executor/terminals"
 	"github.com/sandbox-executor/sandbox-executor/tunnels"
+	"github.com/sandbox-executor/sandbox-executor/watch"
 )
 
 // Config holds the settings of the HTTP face. Zero fields take defaults.
@@ -84,6 +86,13 @@ type Config struct {
 	// to the app: for an agent behind an edge that sets them. Off, a
 	// client could pick any exposed port by that header.
 	TrustForwardedHost bool
+	// MaxWatches caps the watches at once: /watch streams, kept watches
+	// and /wait_for_path calls (503 past it). If zero,
+	// watch.DefaultMaxWatches.
+	MaxWatches int
+	// MaxWatchedDirs caps the directories all watches hold. If zero,
+	// three quarters of the system's fs.inotify.max_user_watches.
+	MaxWatchedDirs int
 }
 
 // Deps are the parts of the agent a Server drives. Every field is
@@ -126,6 +135,7 @@ type Server struct {
 	ownTunnels bool
 	preview    *previewProxy
 	exposed    exposedPorts
+	watches    *watch.Manager // the Server's own; Close closes it
 	// freeSpace is files.FreeSpace; tests replace it to play a full disk.
 	freeSpace func(dir string) (int64, error)
 }
@@ -166,13 +176,15 @@ func New(log zerolog.Logger, auth *Auth, deps Deps, cfg Config) *Server {
 		s.ownTunnels = true
 	}
 	s.preview = newPreviewProxy(s)
+	s.watches = watch.NewManager(watch.Options{MaxWatches: cfg.MaxWatches, MaxDirs: cfg.MaxWatchedDirs})
 	s.routes()
 	s.handler = s.requestPath()
 	return s
 }
 
 // Close closes the idle connections the preview proxy keeps to the
-// sandbox's apps, and the Server's own tunnels Registry if Deps had none.
+// sandbox's apps, the watches, and the Server's own tunnels Registry if
+// Deps had none.
 // Call it once the http.Server has shut down; a registry given in Deps is
 // the caller's to close, before this. If ctx ends before the tunnels are
 // gone, Close returns ctx.Err().
@@ -182,7 +194,7 @@ func (s *Server) Close(ctx context.Context) error {
 		err = s.tunnels.Close(ctx)
 	}
 	s.preview.closeIdle()
-	return err
+	return errors.Join(err, s.watches.Close(ctx))
 }
 
 // newStream opens an event stream on w, the reply to r; see

@@ -2,6 +2,8 @@ package watch
 
 import (
 	"errors"
+	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -96,7 +98,10 @@ func (w *Watch) start() error {
 	fi, err := os.Lstat(w.spec.Path)
 	if err != nil {
 		w.release()
-		return errors.Join(ErrNotFound, err)
+		if errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("%w: %s", ErrNotFound, w.spec.Path)
+		}
+		return err
 	}
 	if !fi.IsDir() {
 		err = fw.Add(w.spec.Path)
@@ -220,18 +225,19 @@ func (w *Watch) created(p, from string) {
 			w.note(Event{Path: from, Op: OpRemove, IsDir: isDir}, false)
 			return
 		}
+		w.note(Event{Path: p, Op: OpRename, IsDir: isDir, OldPath: from}, false)
 		if isDir && w.spec.Recursive && p != w.spec.Path {
 			w.forgetDir(from, true)
 			_ = w.addTree(p, false)
 		}
-		w.note(Event{Path: p, Op: OpRename, IsDir: isDir, OldPath: from}, false)
 		return
 	}
+	// The directory first, then what it holds: each path after its parent.
+	w.note(Event{Path: p, Op: OpCreate, IsDir: isDir}, false)
 	if isDir && w.spec.Recursive && !w.f.excluded(p) {
 		delete(w.moved, p)
 		_ = w.addTree(p, true)
 	}
-	w.note(Event{Path: p, Op: OpCreate, IsDir: isDir}, false)
 }
 
 // renamedAway handles a path renamed away: a remove, unless the create of

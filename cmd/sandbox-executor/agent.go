@@ -110,6 +110,8 @@ func (o options) newAgent(ctx context.Context, cfg config, getenv func(string) s
 		MaxUpload:          int64(cfg.maxUpload),
 		ExtractEntries:     cfg.extractMax,
 		ExtractTimeout:     cfg.extractTime,
+		MaxWatches:         cfg.maxWatches,
+		MaxWatchedDirs:     cfg.maxWatchDirs,
 	})
 	// Every request's context derives from baseCtx. Cancelling it at
 	// shutdown kills the process groups of /run commands in flight, ends

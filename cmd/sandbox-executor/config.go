@@ -58,6 +58,8 @@ type config struct {
 	metricsOpen  bool          // GET /metrics without a token
 	maxTunnels   int           // tunnels open at once; 0: tunnels.Registry's default
 	trustFwdHost bool          // previews are routed by X-Forwarded-Host (set by a trusted edge) before Host
+	maxWatches   int           // watches at once (streams, kept watches, waits); 0: watch's default
+	maxWatchDirs int           // directories all watches hold; 0: from fs.inotify.max_user_watches
 	version      bool          // -version: print the version and exit
 	command      []string      // the sandbox's main command, after "--"; nil if none
 }
@@ -124,6 +126,8 @@ func parseConfig(args []string, getenv func(string) string, output io.Writer) (c
 	fs.String("extract-max-entries", "0", "`number` of entries one archive unpacked by PUT /files?extract= may have; past it, 400; 0 means 1000000 (env SANDBOX_EXTRACT_MAX_ENTRIES)")
 	fs.String("extract-timeout", "30m", "`duration` one archive may take to unpack, its upload included; past it, 408 (env SANDBOX_EXTRACT_TIMEOUT)")
 	fs.String("max-tunnels", "0", "`number` of CONNECT and WebSocket tunnels open at once; past it, 503; 0 means 1024 (env SANDBOX_MAX_TUNNELS)")
+	fs.String("max-watches", "0", "`number` of file watches at once (/watch streams, kept watches, /wait_for_path); past it, 503; 0 means 64 (env SANDBOX_MAX_WATCHES)")
+	fs.String("max-watched-dirs", "0", "`number` of directories all watches hold; past it, an overflow event; 0 means 3/4 of fs.inotify.max_user_watches (env SANDBOX_MAX_WATCHED_DIRS)")
 	fs.Bool("trust-forwarded-host", false, "route previews by X-Forwarded-Host before Host, and pass X-Forwarded-Host and -Proto on to apps: only behind an edge that sets them (env SANDBOX_TRUST_FORWARDED_HOST)")
 	version := fs.Bool("version", false, "print the version and exit")
 	if err := fs.Parse(flagArgs); err != nil {
@@ -245,6 +249,12 @@ func (p *configParser) config() (config, error) {
 		return c, err
 	}
 	if c.trustFwdHost, err = p.boolean("trust-forwarded-host", "SANDBOX_TRUST_FORWARDED_HOST"); err != nil {
+		return c, err
+	}
+	if c.maxWatches, err = p.count("max-watches", "SANDBOX_MAX_WATCHES"); err != nil {
+		return c, err
+	}
+	if c.maxWatchDirs, err = p.count("max-watched-dirs", "SANDBOX_MAX_WATCHED_DIRS"); err != nil {
 		return c, err
 	}
 	return c, nil

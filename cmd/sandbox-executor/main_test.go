@@ -366,6 +366,13 @@ func TestParseConfig(t *testing.T) {
 			wantErr: `invalid trust-forwarded-host "maybe" (from SANDBOX_TRUST_FORWARDED_HOST): want true or false`},
 		{name: "bad max-tunnels", args: []string{"-max-tunnels", "-1"},
 			wantErr: `invalid max-tunnels "-1" (from -max-tunnels)`},
+		{name: "watches", args: []string{"-max-watches", "3"}, env: map[string]string{"SANDBOX_MAX_WATCHED_DIRS": "100"},
+			check: func(t *testing.T, c config) {
+				assert.Equal(t, 3, c.maxWatches)
+				assert.Equal(t, 100, c.maxWatchDirs)
+			}},
+		{name: "bad max-watches", args: []string{"-max-watches", "x"},
+			wantErr: `invalid max-watches "x" (from -max-watches)`},
 		{name: "stray argument", args: []string{"sh"},
 			wantErr: `unexpected argument "sh": the main command goes after --`},
 	}
