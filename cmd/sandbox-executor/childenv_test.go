@@ -36,6 +36,7 @@ func TestEveryConfigVariableIsClassified(t *testing.T) {
 		"SANDBOX_LOG_BUDGET": true, "SANDBOX_MAX_UPLOAD": true, "SANDBOX_MAX_TUNNELS": true,
 		"SANDBOX_TRUST_FORWARDED_HOST": true, "SANDBOX_EXTRACT_MAX_ENTRIES": true, "SANDBOX_EXTRACT_TIMEOUT": true,
 		"SANDBOX_INPUT_BUDGET": true, "SANDBOX_SESSION_ENV_BUDGET": true,
+		"SANDBOX_MAX_WATCHES": true, "SANDBOX_MAX_WATCHED_DIRS": true,
 	}
 	read := map[string]bool{}
 	_, err := parseConfig(nil, func(k string) string { read[k] = true; return "" }, &bytes.Buffer{})
