@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Errors the Store returns.
@@ -78,10 +79,14 @@ func Open(o Options) (*Store, error) {
 			return nil, err
 		}
 	}
-	// What a crash left half-made.
+	// What a crash left half-made; only if old, as another agent may be
+	// using the same directory (which is not supported, but must not lose
+	// its data).
 	tmps, _ := os.ReadDir(s.tmpDir())
 	for _, t := range tmps {
-		_ = os.Remove(filepath.Join(s.tmpDir(), t.Name()))
+		if stale(t) {
+			_ = os.Remove(filepath.Join(s.tmpDir(), t.Name()))
+		}
 	}
 	return s, s.load()
 }
@@ -92,8 +97,17 @@ func (s *Store) tmpDir() string { return filepath.Join(s.dir, "tmp") }
 
 func (s *Store) objPath(sum string) string { return filepath.Join(s.objDir(), sum[:2], sum[2:]) }
 
+// staleAge is how old a file a crash left behind must be before Open
+// removes it.
+const staleAge = time.Hour
+
+func stale(d os.DirEntry) bool {
+	fi, err := d.Info()
+	return err == nil && time.Since(fi.ModTime()) > staleAge
+}
+
 // load reads the manifests and counts the objects they use; objects no
-// manifest uses (a create cut short) are removed.
+// manifest uses (a create cut short) are removed once stale.
 func (s *Store) load() error {
 	ents, err := os.ReadDir(s.manDir())
 	if err != nil {
@@ -127,7 +141,7 @@ func (s *Store) load() error {
 			return nil
 		}
 		sum := filepath.Base(filepath.Dir(p)) + d.Name()
-		if s.refs[sum] == 0 {
+		if s.refs[sum] == 0 && stale(d) {
 			_ = os.Remove(p)
 		}
 		return nil
@@ -226,3 +240,6 @@ func (s *Store) Delete(id string) (int64, error) {
 	}
 	return freed, nil
 }
+
+// Budget returns the store's byte budget.
+func (s *Store) Budget() int64 { return s.budget }

@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"strings"
 
+	"github.com/sandbox-executor/sandbox-executor/checkpoint"
 	"github.com/sandbox-executor/sandbox-executor/executor"
 	"github.com/sandbox-executor/sandbox-executor/procs"
 	"github.com/sandbox-executor/sandbox-executor/proxy"
@@ -101,6 +102,9 @@ var errorStatuses = [...]errorStatus{
 	{err: watch.ErrNotFound, code: http.StatusNotFound},
 	{err: watch.ErrUnknown, code: http.StatusNotFound},
 	{err: watch.ErrClosed, code: http.StatusServiceUnavailable},
+	{err: checkpoint.ErrNotFound, code: http.StatusNotFound},
+	{err: checkpoint.ErrNoPath, code: http.StatusNotFound},
+	{err: checkpoint.ErrNotDir, code: http.StatusBadRequest},
 }
 
 // replyOf returns the status, message and extra fields of the reply err

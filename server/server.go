@@ -17,6 +17,7 @@ import (
 	"github.com/rs/zerolog"
 	"golang.org/x/sync/semaphore"
 
+	"github.com/sandbox-executor/sandbox-executor/checkpoint"
 	"github.com/sandbox-executor/sandbox-executor/executor"
 	"github.com/sandbox-executor/sandbox-executor/files"
 	"github.com/sandbox-executor/sandbox-executor/procs"
@@ -107,6 +108,10 @@ type Deps struct {
 	// Resources reads the sandbox's resources for /metrics and /stats.
 	// If nil, it is stats.New of the agent's working directory.
 	Resources *stats.Reader
+	// Checkpoints keeps the checkpoints of /create_checkpoint. If nil,
+	// the Server opens one in a temporary directory of its own, which
+	// Close removes.
+	Checkpoints *checkpoint.Store
 	// Tunnels holds the CONNECT and /tunnel_ws tunnels. If nil, the
 	// Server keeps a Registry of its own with the defaults, the API and
 	// proxy ports of Config reserved, which Close closes.
@@ -136,6 +141,10 @@ type Server struct {
 	preview    *previewProxy
 	exposed    exposedPorts
 	watches    *watch.Manager // the Server's own; Close closes it
+	// checkpoints is Deps.Checkpoints, or the Server's own in ownState;
+	// nil if that could not be made (the endpoints then answer 503).
+	checkpoints *checkpoint.Store
+	ownState    string
 	// freeSpace is files.FreeSpace; tests replace it to play a full disk.
 	freeSpace func(dir string) (int64, error)
 }
@@ -177,6 +186,9 @@ func New(log zerolog.Logger, auth *Auth, deps Deps, cfg Config) *Server {
 	}
 	s.preview = newPreviewProxy(s)
 	s.watches = watch.NewManager(watch.Options{MaxWatches: cfg.MaxWatches, MaxDirs: cfg.MaxWatchedDirs})
+	if s.checkpoints = deps.Checkpoints; s.checkpoints == nil {
+		s.openOwnCheckpoints()
+	}
 	s.routes()
 	s.handler = s.requestPath()
 	return s
@@ -194,7 +206,25 @@ func (s *Server) Close(ctx context.Context) error {
 		err = s.tunnels.Close(ctx)
 	}
 	s.preview.closeIdle()
-	return errors.Join(err, s.watches.Close(ctx))
+	err = errors.Join(err, s.watches.Close(ctx))
+	if s.ownState != "" {
+		err = errors.Join(err, os.RemoveAll(s.ownState))
+	}
+	return err
+}
+
+// openOwnCheckpoints opens a checkpoint store in a temporary directory of
+// the Server's own, for a Server built without one.
+func (s *Server) openOwnCheckpoints() {
+	dir, err := os.MkdirTemp("", "sandbox-executor-state-")
+	if err != nil {
+		s.log.Warn().Err(err).Msg("checkpoints unavailable")
+		return
+	}
+	s.ownState = dir
+	if s.checkpoints, err = checkpoint.Open(checkpoint.Options{Dir: dir}); err != nil {
+		s.log.Warn().Err(err).Msg("checkpoints unavailable")
+	}
 }
 
 // newStream opens an event stream on w, the reply to r; see

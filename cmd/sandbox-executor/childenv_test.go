@@ -37,6 +37,7 @@ func TestEveryConfigVariableIsClassified(t *testing.T) {
 		"SANDBOX_TRUST_FORWARDED_HOST": true, "SANDBOX_EXTRACT_MAX_ENTRIES": true, "SANDBOX_EXTRACT_TIMEOUT": true,
 		"SANDBOX_INPUT_BUDGET": true, "SANDBOX_SESSION_ENV_BUDGET": true,
 		"SANDBOX_MAX_WATCHES": true, "SANDBOX_MAX_WATCHED_DIRS": true,
+		"SANDBOX_STATE_DIR": true, "SANDBOX_CHECKPOINT_BUDGET": true,
 	}
 	read := map[string]bool{}
 	_, err := parseConfig(nil, func(k string) string { read[k] = true; return "" }, &bytes.Buffer{})
