@@ -55,7 +55,7 @@ func (s *Store) Changes(ctx context.Context, m *Manifest, withDiff bool) (*Chang
 			check = append(check, c)
 		}
 	}
-	if err := s.hashAll(ctx, m.Path, check); err != nil {
+	if err := s.hashAll(ctx, m.Path, check, nil); err != nil {
 		return nil, err
 	}
 	hashed := make(map[string]string, len(check))

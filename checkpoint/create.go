@@ -50,17 +50,9 @@ func (s *Store) Create(ctx context.Context, root, name string, exclude []string)
 	m := &Manifest{ID: newID(), Path: root, Name: name, Exclude: exclude, CreatedAt: now(),
 		Files: files, Dirs: dirs, RootMode: modeBits(fi.Mode())}
 	s.reuseHashes(m)
-	if err := s.hashAll(ctx, root, m.Files); err != nil {
-		return nil, err
-	}
-	m.Files = slices.DeleteFunc(m.Files, func(e Entry) bool { return e.Rel == "" })
-	fresh, need := s.newContent(m.Files)
-	if s.Stored()+need > s.budget {
-		return nil, fmt.Errorf("%w: the checkpoint needs %d bytes of new content, and the store holds %d of its checkpoint budget %s (-checkpoint-budget)",
-			ErrBudget, need, s.Stored(), s.budgetText)
-	}
-	copied, err := s.copyAll(ctx, root, m.Files, fresh)
+	copied, err := s.store(ctx, root, m.Files)
 	if err == nil {
+		m.Files = dropGone(m.Files)
 		m.Bytes = sumSizes(copied)
 		err = s.commit(m, copied)
 	}
@@ -74,6 +66,44 @@ func (s *Store) Create(ctx context.Context, root, name string, exclude []string)
 }
 
 func newHash() hash.Hash { return sha256.New() }
+
+// store hashes the files that have no hash yet and copies the content
+// the store lacks, and returns the objects it made. If the files to read
+// may all be new without passing the budget, each is hashed and copied in
+// one read, and the copies of content already held dropped; else they are
+// hashed first, and copied only if what is new fits: either way the
+// budget is checked before anything is copied.
+func (s *Store) store(ctx context.Context, root string, files []Entry) (map[string]int64, error) {
+	var unread int64
+	for _, f := range files {
+		if f.SHA256 == "" && f.Link == "" {
+			unread += f.Size
+		}
+	}
+	copied := map[string]int64{}
+	if s.Stored()+unread <= s.budget {
+		err := s.hashAll(ctx, root, files, &copier{s: s, copied: copied})
+		if err == nil {
+			err = syncDir(s.objDir())
+		}
+		return copied, err
+	}
+	if err := s.hashAll(ctx, root, files, nil); err != nil {
+		return copied, err
+	}
+	files = dropGone(files)
+	fresh, need := s.newContent(files)
+	if s.Stored()+need > s.budget {
+		return copied, fmt.Errorf("%w: the checkpoint needs %d bytes of new content, and the store holds %d of its checkpoint budget %s (-checkpoint-budget)",
+			ErrBudget, need, s.Stored(), s.budgetText)
+	}
+	return s.copyAll(ctx, root, files, fresh)
+}
+
+// dropGone removes the files found gone when they were read.
+func dropGone(files []Entry) []Entry {
+	return slices.DeleteFunc(files, func(e Entry) bool { return e.Rel == "" })
+}
 
 func newID() string {
 	var b [6]byte
@@ -100,14 +130,15 @@ func (s *Store) reuseHashes(m *Manifest) {
 	}
 }
 
-// hashAll hashes the regular files that have no hash yet, a few at once.
-func (s *Store) hashAll(ctx context.Context, root string, files []Entry) error {
+// hashAll hashes the regular files that have no hash yet, a few at once,
+// and, with cp, copies them into the store as it reads them.
+func (s *Store) hashAll(ctx context.Context, root string, files []Entry, cp *copier) error {
 	work := make(chan int)
 	errc := make(chan error, 1)
 	var wg sync.WaitGroup
 	for range hashWorkers() {
 		wg.Add(1)
-		go hashFiles(&wg, work, errc, root, files)
+		go hashFiles(&wg, work, errc, root, files, cp)
 	}
 	var err error
 feed:
@@ -139,12 +170,20 @@ feed:
 // errc if it has room.
 //
 // hashFiles runs in its own goroutine; it ends when work is closed.
-func hashFiles(wg *sync.WaitGroup, work <-chan int, errc chan<- error, root string, files []Entry) {
+func hashFiles(wg *sync.WaitGroup, work <-chan int, errc chan<- error, root string, files []Entry, cp *copier) {
 	defer wg.Done()
 	h := sha256.New()
 	buf := make([]byte, 256<<10)
 	for i := range work {
-		sum, n, err := hashFile(filepath.Join(root, filepath.FromSlash(files[i].Rel)), h, buf, nil)
+		p := filepath.Join(root, filepath.FromSlash(files[i].Rel))
+		var sum string
+		var n int64
+		var err error
+		if cp != nil {
+			sum, n, err = cp.put(p, h, buf)
+		} else {
+			sum, n, err = hashFile(p, h, buf, nil)
+		}
 		if errors.Is(err, fs.ErrNotExist) {
 			files[i].Rel = "" // gone since the scan: not recorded
 			continue
@@ -183,6 +222,50 @@ func hashFile(p string, h hash.Hash, buf []byte, w io.Writer) (string, int64, er
 		return "", 0, err
 	}
 	return hex.EncodeToString(h.Sum(nil)), n, nil
+}
+
+// copier copies files into the store as they are hashed, keeping one
+// object per content.
+type copier struct {
+	s *Store
+	// mu guards copied, and makes the check that an object is new and
+	// its making one step.
+	mu     sync.Mutex
+	copied map[string]int64 // the objects made, by hash
+}
+
+// put copies the file p to a temporary file while hashing it, then makes
+// it the object of its hash unless the store, or another put, has one.
+func (c *copier) put(p string, h hash.Hash, buf []byte) (string, int64, error) {
+	tmp, err := os.CreateTemp(c.s.tmpDir(), "obj-")
+	if err != nil {
+		return "", 0, err
+	}
+	defer os.Remove(tmp.Name()) // a no-op once renamed
+	sum, n, err := hashFile(p, h, buf, tmp)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return "", 0, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.copied[sum]; ok || c.s.holds(sum) {
+		return sum, n, nil
+	}
+	if err := os.Rename(tmp.Name(), c.s.objPath(sum)); err != nil {
+		return "", 0, err
+	}
+	c.copied[sum] = n
+	return sum, n, nil
+}
+
+// holds reports whether the store has the object sum.
+func (s *Store) holds(sum string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.refs[sum] > 0
 }
 
 // newContent returns the first file of each content the store does not
@@ -248,11 +331,7 @@ func (s *Store) copyOne(p string, h hash.Hash, buf []byte) (string, int64, error
 	if err != nil {
 		return "", 0, err
 	}
-	dst := s.objPath(sum)
-	if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
-		return "", 0, err
-	}
-	return sum, n, os.Rename(tmp.Name(), dst)
+	return sum, n, os.Rename(tmp.Name(), s.objPath(sum))
 }
 
 // syncDir flushes the file system that holds dir: one syncfs for every

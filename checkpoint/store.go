@@ -79,6 +79,11 @@ func Open(o Options) (*Store, error) {
 			return nil, err
 		}
 	}
+	for i := range 256 { // an object's directory is the first two digits of its hash
+		if err := os.MkdirAll(filepath.Join(s.objDir(), fmt.Sprintf("%02x", i)), 0o700); err != nil {
+			return nil, err
+		}
+	}
 	// What a crash left half-made; only if old, as another agent may be
 	// using the same directory (which is not supported, but must not lose
 	// its data).
