@@ -63,6 +63,7 @@ func sections() []section {
 		{"tunnel", "14: CONNECT and WebSocket tunnels", (*bench).sectionTunnel},
 		{"preview", "14: the HTTP preview proxy", (*bench).sectionPreview},
 		{"stdin", "15: 100 MiB through /write_stdin into wc -c", (*bench).sectionStdin},
+		{"checkpoint", "16: checkpoints of 10,000 files, changes, a watch's latency", (*bench).sectionCheckpoint},
 	}
 }
 
