@@ -181,6 +181,12 @@ func (w *Watch) run() {
 func (w *Watch) handleError(err error) {
 	if errors.Is(err, fsnotify.ErrEventOverflow) {
 		w.drop(1, "the kernel's event queue overflowed (fs.inotify.max_queued_events); how many changes were lost is unknown")
+		// The lost events may have been the creation of directories,
+		// which then have no watch: set the missing ones, so that the
+		// watch goes on seeing the whole tree after the overflow.
+		if w.spec.Recursive && len(w.dirs) > 0 {
+			_ = w.addTree(w.spec.Path, false)
+		}
 		return
 	}
 	w.drop(1, "watch error: "+err.Error())
