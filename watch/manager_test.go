@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fsnotify/fsnotify"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -159,4 +160,33 @@ func TestFilter(t *testing.T) {
 	}
 	assert.True(t, f.reported("/r/dir", true), "include limits files, not directories")
 	assert.False(t, f.reported("/r/"+strings.Repeat("a/", 3)+"build", true))
+}
+
+// TestWatchOverflowRescan: after the kernel's queue overflowed, a
+// directory whose watch is missing (here, one made past the directory
+// cap, then room made) is watched again, and the overflow is sent.
+func TestWatchOverflowRescan(t *testing.T) {
+	root := tempDir(t)
+	m := newTestManager(t, Options{MaxDirs: 2})
+	w := startWatch(t, m, Spec{Path: root, Recursive: true, Coalesce: DefaultCoalesce})
+	c := &collector{w: w}
+	sh(t, root, "mkdir a")
+	c.until(t, 5*time.Second, hasChange(filepath.Join(root, "a"), OpCreate))
+	sh(t, root, "mkdir b")
+	c.until(t, 5*time.Second, hasChange(filepath.Join(root, "b"), OpCreate)) // past the cap: b is not watched
+	sh(t, root, "rmdir a")
+	c.until(t, 5*time.Second, hasChange(filepath.Join(root, "a"), OpRemove))
+
+	w.fw.Errors <- fsnotify.ErrEventOverflow // as fsnotify reports the kernel's IN_Q_OVERFLOW
+	evs := c.until(t, 5*time.Second, func(evs []Event) bool {
+		for _, e := range evs {
+			if e.Type == TypeOverflow && strings.Contains(e.Reason, "max_queued_events") {
+				return true
+			}
+		}
+		return false
+	})
+	require.NotEmpty(t, evs)
+	sh(t, root, "touch b/f")
+	c.until(t, 5*time.Second, hasChange(filepath.Join(root, "b/f"), OpCreate))
 }
