@@ -26,7 +26,9 @@ type Restored struct {
 // added since are removed, and the directories added since once emptied.
 // Each file is written through files.WriteAtomic: a reader sees the old
 // content or the recorded one, never a part, and no link a user planted
-// on the way is followed.
+// on the way is followed. Everything else (removals, links, modes,
+// owners, times) goes through an os.Root of the directory, so that no
+// link or rename can take it outside.
 func (s *Store) Restore(ctx context.Context, m *Manifest, deleteAdded bool) (*Restored, error) {
 	s.op.Lock()
 	defer s.op.Unlock()
@@ -34,12 +36,17 @@ func (s *Store) Restore(ctx context.Context, m *Manifest, deleteAdded bool) (*Re
 	if err := os.MkdirAll(root, fileMode(m.RootMode)); err != nil {
 		return nil, err
 	}
+	r, err := os.OpenRoot(root)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
 	for _, d := range m.Dirs { // parents first: the list is sorted
-		p := abs(root, d.Rel)
-		if fi, err := os.Lstat(p); err == nil && !fi.IsDir() {
-			_ = os.Remove(p)
+		p := filepath.FromSlash(d.Rel)
+		if fi, err := r.Lstat(p); err == nil && !fi.IsDir() {
+			_ = r.Remove(p)
 		}
-		if err := os.Mkdir(p, fileMode(d.Mode)); err != nil && !errors.Is(err, fs.ErrExist) {
+		if err := r.Mkdir(p, fileMode(d.Mode)); err != nil && !errors.Is(err, fs.ErrExist) {
 			return nil, err
 		}
 	}
@@ -56,7 +63,7 @@ func (s *Store) Restore(ctx context.Context, m *Manifest, deleteAdded bool) (*Re
 		if err := ctx.Err(); err != nil {
 			return res, err
 		}
-		changed, modeOnly, err := s.restoreFile(ctx, root, f, now[f.Rel])
+		changed, modeOnly, err := s.restoreFile(ctx, r, f, now[f.Rel])
 		if err != nil {
 			return res, err
 		}
@@ -67,9 +74,9 @@ func (s *Store) Restore(ctx context.Context, m *Manifest, deleteAdded bool) (*Re
 		}
 	}
 	if deleteAdded {
-		s.deleteAdded(root, m, cur, curDirs, res)
+		s.deleteAdded(r, m, cur, curDirs, res)
 	}
-	setDirModes(root, m)
+	setDirModes(r, m)
 	sort.Strings(res.Restored)
 	sort.Strings(res.Deleted)
 	sort.Strings(res.ModeChanged)
@@ -80,30 +87,30 @@ func abs(root, rel string) string { return filepath.Join(root, filepath.FromSlas
 
 // restoreFile puts back one file or link; c is what is at its path now,
 // nil if nothing (or a directory) is.
-func (s *Store) restoreFile(ctx context.Context, root string, f Entry, c *Entry) (changed, modeOnly bool, err error) {
-	p := abs(root, f.Rel)
+func (s *Store) restoreFile(ctx context.Context, r *os.Root, f Entry, c *Entry) (changed, modeOnly bool, err error) {
+	p := filepath.FromSlash(f.Rel)
 	if f.Link != "" {
 		if c != nil && c.Link == f.Link {
 			return false, false, nil
 		}
-		if err := os.RemoveAll(p); err != nil {
+		if err := r.RemoveAll(p); err != nil {
 			return false, false, err
 		}
-		if err := os.Symlink(f.Link, p); err != nil {
+		if err := r.Symlink(f.Link, p); err != nil {
 			return false, false, err
 		}
-		_ = os.Lchown(p, int(f.UID), int(f.GID))
+		_ = r.Lchown(p, int(f.UID), int(f.GID))
 		return true, false, nil
 	}
-	if c != nil && c.Link == "" && s.sameContent(root, f, *c) {
+	if c != nil && c.Link == "" && s.sameContent(r.Name(), f, *c) {
 		if c.Mode == f.Mode && c.UID == f.UID && c.GID == f.GID {
 			return false, false, nil
 		}
-		_ = os.Lchown(p, int(f.UID), int(f.GID))
-		return false, true, os.Chmod(p, fileMode(f.Mode))
+		_ = r.Lchown(p, int(f.UID), int(f.GID))
+		return false, true, r.Chmod(p, fileMode(f.Mode))
 	}
-	if fi, err := os.Lstat(p); err == nil && !fi.Mode().IsRegular() {
-		if err := os.RemoveAll(p); err != nil { // a link or a directory where the file was
+	if fi, err := r.Lstat(p); err == nil && !fi.Mode().IsRegular() {
+		if err := r.RemoveAll(p); err != nil { // a link or a directory where the file was
 			return false, false, err
 		}
 	}
@@ -112,15 +119,21 @@ func (s *Store) restoreFile(ctx context.Context, root string, f Entry, c *Entry)
 		return false, false, err
 	}
 	defer obj.Close()
-	if _, err := files.WriteAtomic(ctx, p, obj, files.WriteOptions{Mode: fileMode(f.Mode).Perm()}); err != nil {
+	if _, err := files.WriteAtomic(ctx, abs(r.Name(), f.Rel), obj, files.WriteOptions{Mode: fileMode(f.Mode).Perm()}); err != nil {
 		return false, false, err
 	}
-	_ = os.Lchown(p, int(f.UID), int(f.GID))
-	if err := os.Chmod(p, fileMode(f.Mode)); err != nil { // after chown, which clears setuid
+	// Lchown and Lstat first: if a link was put in the file's place since,
+	// it is the link that gets them, and Chmod and Chtimes, which follow
+	// links, are not done on what it leads to.
+	_ = r.Lchown(p, int(f.UID), int(f.GID))
+	if fi, err := r.Lstat(p); err != nil || !fi.Mode().IsRegular() {
+		return true, false, err
+	}
+	if err := r.Chmod(p, fileMode(f.Mode)); err != nil { // after chown, which clears setuid
 		return false, false, err
 	}
 	mt := time.Unix(0, f.MTime)
-	return true, false, os.Chtimes(p, mt, mt)
+	return true, false, r.Chtimes(p, mt, mt)
 }
 
 // sameContent reports whether the file now, c, holds f's content: the
@@ -138,7 +151,7 @@ func (s *Store) sameContent(root string, f, c Entry) bool {
 
 // deleteAdded removes the files added since m, then the directories added
 // since that are empty, deepest first.
-func (s *Store) deleteAdded(root string, m *Manifest, cur, curDirs []Entry, res *Restored) {
+func (s *Store) deleteAdded(r *os.Root, m *Manifest, cur, curDirs []Entry, res *Restored) {
 	had := make(map[string]bool, len(m.Files)+len(m.Dirs))
 	for _, f := range m.Files {
 		had[f.Rel] = true
@@ -147,7 +160,7 @@ func (s *Store) deleteAdded(root string, m *Manifest, cur, curDirs []Entry, res 
 		had[d.Rel] = true
 	}
 	for _, c := range cur {
-		if !had[c.Rel] && os.Remove(abs(root, c.Rel)) == nil {
+		if !had[c.Rel] && r.Remove(filepath.FromSlash(c.Rel)) == nil {
 			res.Deleted = append(res.Deleted, c.Rel)
 		}
 	}
@@ -155,22 +168,22 @@ func (s *Store) deleteAdded(root string, m *Manifest, cur, curDirs []Entry, res 
 	slices.Reverse(dirs) // children after their parents in the sorted list: reversed, first
 	for _, d := range dirs {
 		if !had[d.Rel] {
-			_ = os.Remove(abs(root, d.Rel)) // kept if not empty: it holds excluded or new content
+			_ = r.Remove(filepath.FromSlash(d.Rel)) // kept if not empty: it holds excluded or new content
 		}
 	}
 }
 
 // setDirModes sets the directories' recorded modes back, deepest first,
 // so that a read-only directory is made so after what is under it.
-func setDirModes(root string, m *Manifest) {
+func setDirModes(r *os.Root, m *Manifest) {
 	for i := len(m.Dirs) - 1; i >= 0; i-- {
 		d := m.Dirs[i]
-		p := abs(root, d.Rel)
-		if fi, err := os.Lstat(p); err == nil && fi.IsDir() && modeBits(fi.Mode()) != d.Mode {
-			_ = os.Chmod(p, fileMode(d.Mode))
+		p := filepath.FromSlash(d.Rel)
+		if fi, err := r.Lstat(p); err == nil && fi.IsDir() && modeBits(fi.Mode()) != d.Mode {
+			_ = r.Chmod(p, fileMode(d.Mode))
 		}
 	}
-	if fi, err := os.Stat(root); err == nil && modeBits(fi.Mode()) != m.RootMode {
-		_ = os.Chmod(root, fileMode(m.RootMode))
+	if fi, err := r.Stat("."); err == nil && modeBits(fi.Mode()) != m.RootMode {
+		_ = r.Chmod(".", fileMode(m.RootMode))
 	}
 }
