@@ -26,7 +26,7 @@ import (
 func TestOpenAPIDocumentValid(t *testing.T) {
 	d, err := loadOpenAPIDoc()
 	require.NoError(t, err)
-	assert.Len(t, eventStreamMediaTypes(d.doc), 4, "the 200s of /run_streaming, of both /process_logs_streaming and of /run_code")
+	assert.Len(t, eventStreamMediaTypes(d.doc), 7, "the 200s of /run_streaming, of both /process_logs_streaming, of /run_code, of both /watch and of /watches/{id}/events")
 }
 
 // Every route of the router is an operation of the document, and every

@@ -5,17 +5,20 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"os"
 	"reflect"
 	"strings"
 
+	"github.com/sandbox-executor/sandbox-executor/checkpoint"
 	"github.com/sandbox-executor/sandbox-executor/contexts"
 	"github.com/sandbox-executor/sandbox-executor/executor"
 	"github.com/sandbox-executor/sandbox-executor/procs"
 	"github.com/sandbox-executor/sandbox-executor/proxy"
 	"github.com/sandbox-executor/sandbox-executor/sessions"
 	"github.com/sandbox-executor/sandbox-executor/terminals"
+	"github.com/sandbox-executor/sandbox-executor/watch"
 )
 
 // apiFunc is a handler that returns its error instead of writing it; wrap
@@ -106,6 +109,14 @@ var errorStatuses = [...]errorStatus{
 	{err: contexts.ErrBusy, code: http.StatusConflict, bare: true},
 	{err: contexts.ErrQueueFull, code: http.StatusServiceUnavailable, bare: true},
 	{err: contexts.ErrClosed, code: http.StatusServiceUnavailable},
+	{err: watch.ErrTooMany, code: http.StatusServiceUnavailable},
+	{err: watch.ErrTooManyDirs, code: http.StatusServiceUnavailable},
+	{err: watch.ErrNotFound, code: http.StatusNotFound},
+	{err: watch.ErrUnknown, code: http.StatusNotFound},
+	{err: watch.ErrClosed, code: http.StatusServiceUnavailable},
+	{err: checkpoint.ErrNotFound, code: http.StatusNotFound},
+	{err: checkpoint.ErrNoPath, code: http.StatusNotFound},
+	{err: checkpoint.ErrNotDir, code: http.StatusBadRequest},
 }
 
 // replyOf returns the status, message and extra fields of the reply err
@@ -329,4 +340,17 @@ func (f *stringOrNumber) UnmarshalJSON(b []byte) error {
 	}
 	*f = stringOrNumber(strings.TrimSpace(str))
 	return nil
+}
+
+// accepts reports whether one of r's Accept headers names the media type
+// want (parameters aside).
+func accepts(r *http.Request, want string) bool {
+	for _, a := range r.Header.Values("Accept") {
+		for part := range strings.SplitSeq(a, ",") {
+			if mt, _, err := mime.ParseMediaType(strings.TrimSpace(part)); err == nil && mt == want {
+				return true
+			}
+		}
+	}
+	return false
 }

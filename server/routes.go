@@ -131,4 +131,18 @@ func (s *Server) routes() {
 	r.Handle("/context_status", s.wrap(s.handleContextStatus)).Methods(get)
 	r.Handle("/list_contexts", s.wrap(s.handleContextList)).Methods(get)
 	r.Handle("/delete_context", s.wrap(s.handleContextDelete)).Methods(post)
+
+	// Watches (watch.go, watches.go).
+	r.Handle("/watch", s.wrap(s.handleWatch)).Methods(get, post)
+	r.Handle("/watches", s.wrap(s.handleWatchCreate)).Methods(post)
+	r.Handle("/watches/{id}/events", s.wrap(s.handleWatchEvents)).Methods(get)
+	r.Handle("/watches/{id}", s.wrap(s.handleWatchDelete)).Methods(http.MethodDelete)
+	r.Handle("/wait_for_path", s.wrap(s.handleWaitForPath)).Methods(post)
+
+	// Checkpoints (checkpoints.go).
+	r.Handle("/create_checkpoint", s.wrap(s.handleCheckpointCreate)).Methods(post)
+	r.Handle("/changes", s.wrap(s.handleCheckpointChanges)).Methods(get)
+	r.Handle("/restore_checkpoint", s.wrap(s.handleCheckpointRestore)).Methods(post)
+	r.Handle("/list_checkpoints", s.wrap(s.handleCheckpointList)).Methods(get)
+	r.Handle("/delete_checkpoint", s.wrap(s.handleCheckpointDelete)).Methods(post)
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/sandbox-executor/sandbox-executor/search"
@@ -43,14 +42,14 @@ func refuseOwner(f ownerFields) error {
 	return nil
 }
 
-// wantsStream reports whether a grep's client asked for NDJSON, by
+// wantsNDJSON reports whether a grep's client asked for NDJSON, by
 // ?stream=1 (or true) or by its Accept header.
-func wantsStream(r *http.Request) bool {
+func wantsNDJSON(r *http.Request) bool {
 	switch r.URL.Query().Get("stream") {
 	case "1", "true":
 		return true
 	}
-	return strings.Contains(r.Header.Get("Accept"), ndjsonType)
+	return accepts(r, ndjsonType)
 }
 
 // handleGrep serves POST /grep: the lines matching a pattern under a
@@ -74,7 +73,7 @@ func (s *Server) handleGrep(w http.ResponseWriter, r *http.Request) error {
 	if req.Pattern == "" {
 		return errorf(http.StatusBadRequest, "pattern is required")
 	}
-	if !wantsStream(r) {
+	if !wantsNDJSON(r) {
 		rep, err := s.search.Grep(r.Context(), req)
 		if err != nil {
 			return searchError(err)

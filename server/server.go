@@ -5,6 +5,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/url"
 	"os"
@@ -16,6 +17,7 @@ import (
 	"github.com/rs/zerolog"
 	"golang.org/x/sync/semaphore"
 
+	"github.com/sandbox-executor/sandbox-executor/checkpoint"
 	"github.com/sandbox-executor/sandbox-executor/contexts"
 	"github.com/sandbox-executor/sandbox-executor/executor"
 	"github.com/sandbox-executor/sandbox-executor/files"
@@ -28,6 +30,7 @@ import (
 	"github.com/sandbox-executor/sandbox-executor/stats"
 	"github.com/sandbox-executor/sandbox-executor/terminals"
 	"github.com/sandbox-executor/sandbox-executor/tunnels"
+	"github.com/sandbox-executor/sandbox-executor/watch"
 )
 
 // Config holds the settings of the HTTP face. Zero fields take defaults.
@@ -89,6 +92,13 @@ type Config struct {
 	TrustForwardedHost bool
 	// MCP holds the settings of the MCP endpoint, /mcp.
 	MCP MCPConfig
+	// MaxWatches caps the watches at once: /watch streams, kept watches
+	// and /wait_for_path calls (503 past it). If zero,
+	// watch.DefaultMaxWatches.
+	MaxWatches int
+	// MaxWatchedDirs caps the directories all watches hold. If zero,
+	// three quarters of the system's fs.inotify.max_user_watches.
+	MaxWatchedDirs int
 }
 
 // Deps are the parts of the agent a Server drives. Every field is
@@ -104,6 +114,10 @@ type Deps struct {
 	// Resources reads the sandbox's resources for /metrics and /stats.
 	// If nil, it is stats.New of the agent's working directory.
 	Resources *stats.Reader
+	// Checkpoints keeps the checkpoints of /create_checkpoint. If nil,
+	// the Server opens one in a temporary directory of its own, which
+	// Close removes.
+	Checkpoints *checkpoint.Store
 	// Tunnels holds the CONNECT and /tunnel_ws tunnels. If nil, the
 	// Server keeps a Registry of its own with the defaults, the API and
 	// proxy ports of Config reserved, which Close closes.
@@ -141,6 +155,11 @@ type Server struct {
 	mcp        *mcp.Server // nil with MCP.Off
 	exec       *ExecFuncs  // nil: no exec tools
 	exposed    exposedPorts
+	watches    *watch.Manager // the Server's own; Close closes it
+	// checkpoints is Deps.Checkpoints, or the Server's own in ownState;
+	// nil if that could not be made (the endpoints then answer 503).
+	checkpoints *checkpoint.Store
+	ownState    string
 	// freeSpace is files.FreeSpace; tests replace it to play a full disk.
 	freeSpace func(dir string) (int64, error)
 	search    *search.Searcher
@@ -185,6 +204,10 @@ func New(log zerolog.Logger, auth *Auth, deps Deps, cfg Config) *Server {
 		s.ownTunnels = true
 	}
 	s.preview = newPreviewProxy(s)
+	s.watches = watch.NewManager(watch.Options{MaxWatches: cfg.MaxWatches, MaxDirs: cfg.MaxWatchedDirs})
+	if s.checkpoints = deps.Checkpoints; s.checkpoints == nil {
+		s.openOwnCheckpoints()
+	}
 	if !cfg.MCP.Off {
 		s.mcp = s.newMCP()
 	}
@@ -194,7 +217,8 @@ func New(log zerolog.Logger, auth *Auth, deps Deps, cfg Config) *Server {
 }
 
 // Close closes the idle connections the preview proxy keeps to the
-// sandbox's apps, and the Server's own tunnels Registry if Deps had none.
+// sandbox's apps, the watches, and the Server's own tunnels Registry if
+// Deps had none.
 // Call it once the http.Server has shut down; a registry given in Deps is
 // the caller's to close, before this. If ctx ends before the tunnels are
 // gone, Close returns ctx.Err().
@@ -204,7 +228,25 @@ func (s *Server) Close(ctx context.Context) error {
 		err = s.tunnels.Close(ctx)
 	}
 	s.preview.closeIdle()
+	err = errors.Join(err, s.watches.Close(ctx))
+	if s.ownState != "" {
+		err = errors.Join(err, os.RemoveAll(s.ownState))
+	}
 	return err
+}
+
+// openOwnCheckpoints opens a checkpoint store in a temporary directory of
+// the Server's own, for a Server built without one.
+func (s *Server) openOwnCheckpoints() {
+	dir, err := os.MkdirTemp("", "sandbox-executor-state-")
+	if err != nil {
+		s.log.Warn().Err(err).Msg("checkpoints unavailable")
+		return
+	}
+	s.ownState = dir
+	if s.checkpoints, err = checkpoint.Open(checkpoint.Options{Dir: dir}); err != nil {
+		s.log.Warn().Err(err).Msg("checkpoints unavailable")
+	}
 }
 
 // newStream opens an event stream on w, the reply to r; see

@@ -68,6 +68,7 @@ func sections() []section {
 		{"limits", "18: /run with a limit, and wait_for_port on a listening port", (*bench).sectionLimits},
 		{"contexts", "19: code contexts: a call, a creation, output rate", (*bench).sectionContexts},
 		{"search", "20: /grep and /find_files against grep -rF, rg and find", (*bench).sectionSearch},
+		{"checkpoint", "21: checkpoints of 10,000 files, changes, a watch's latency", (*bench).sectionCheckpoint},
 	}
 }
 

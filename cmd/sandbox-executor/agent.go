@@ -14,6 +14,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/sandbox-executor/sandbox-executor/checkpoint"
 	"github.com/sandbox-executor/sandbox-executor/contexts"
 	"github.com/sandbox-executor/sandbox-executor/executor"
 	"github.com/sandbox-executor/sandbox-executor/internal/connlimit"
@@ -95,11 +96,18 @@ func (o options) newAgent(ctx context.Context, cfg config, getenv func(string) s
 	a.fwd = &proxy.Forwarder{Log: log, Reserved: []int{apiPort, proxyPort}}
 	// Nor is a tunnel let into them: a tunnel to the API could open more.
 	a.tunnels = &tunnels.Registry{Max: cfg.maxTunnels, Reserved: []int{apiPort, proxyPort}, Log: log}
+	cps, err := checkpoint.Open(checkpoint.Options{Dir: cfg.stateDir, Budget: int64(cfg.cpBudget), BudgetText: cfg.cpBudgetText})
+	if err != nil {
+		apiLn.Close()
+		proxyLn.Close()
+		sess.Close(ctx)
+		return nil, fmt.Errorf("state directory %s (-state-dir): %w", cfg.stateDir, err)
+	}
 	// Disk metrics describe the file system of the working directory, which
 	// commands start in unless they name another.
 	wd, _ := os.Getwd()
 	deps := server.Deps{Runner: runner, Procs: a.procs, Forwarder: a.fwd, Terminals: a.terms, Sessions: sess,
-		Contexts: a.contexts, Resources: stats.New(wd), Tunnels: a.tunnels, Search: search.New(search.LookRG())}
+		Contexts: a.contexts, Resources: stats.New(wd), Tunnels: a.tunnels, Search: search.New(search.LookRG()), Checkpoints: cps}
 	a.api = server.New(log, auth, deps, server.Config{
 		BasePath:           cfg.basePath,
 		KeepAlive:          cfg.keepAlive,
@@ -116,6 +124,8 @@ func (o options) newAgent(ctx context.Context, cfg config, getenv func(string) s
 		ExtractEntries:     cfg.extractMax,
 		ExtractTimeout:     cfg.extractTime,
 		MCP:                cfg.mcp,
+		MaxWatches:         cfg.maxWatches,
+		MaxWatchedDirs:     cfg.maxWatchDirs,
 	})
 	// Every request's context derives from baseCtx. Cancelling it at
 	// shutdown kills the process groups of /run commands in flight, ends

@@ -40,6 +40,8 @@ func TestEveryConfigVariableIsClassified(t *testing.T) {
 		"SANDBOX_INPUT_BUDGET": true, "SANDBOX_SESSION_ENV_BUDGET": true,
 		"SANDBOX_MCP": true, "SANDBOX_MCP_TOOLS": true, "SANDBOX_MCP_ORIGINS": true,
 		"SANDBOX_MAX_CONTEXTS": true,
+		"SANDBOX_MAX_WATCHES":  true, "SANDBOX_MAX_WATCHED_DIRS": true,
+		"SANDBOX_STATE_DIR": true, "SANDBOX_CHECKPOINT_BUDGET": true,
 	}
 	read := map[string]bool{}
 	_, err := parseConfig(nil, func(k string) string { read[k] = true; return "" }, &bytes.Buffer{})

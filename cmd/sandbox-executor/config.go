@@ -5,6 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -60,6 +62,11 @@ type config struct {
 	maxTunnels   int           // tunnels open at once; 0: tunnels.Registry's default
 	trustFwdHost bool          // previews are routed by X-Forwarded-Host (set by a trusted edge) before Host
 	mcp          server.MCPConfig
+	maxWatches   int      // watches at once (streams, kept watches, waits); 0: watch's default
+	maxWatchDirs int      // directories all watches hold; 0: from fs.inotify.max_user_watches
+	stateDir     string   // the agent's state (checkpoints); never empty
+	cpBudget     int      // bytes of checkpoint content; 0: checkpoint's default
+	cpBudgetText string   // cpBudget as given, for errors ("1GiB")
 	version      bool     // -version: print the version and exit
 	command      []string // the sandbox's main command, after "--"; nil if none
 }
@@ -127,6 +134,10 @@ func parseConfig(args []string, getenv func(string) string, output io.Writer) (c
 	fs.String("extract-max-entries", "0", "`number` of entries one archive unpacked by PUT /files?extract= may have; past it, 400; 0 means 1000000 (env SANDBOX_EXTRACT_MAX_ENTRIES)")
 	fs.String("extract-timeout", "30m", "`duration` one archive may take to unpack, its upload included; past it, 408 (env SANDBOX_EXTRACT_TIMEOUT)")
 	fs.String("max-tunnels", "0", "`number` of CONNECT and WebSocket tunnels open at once; past it, 503; 0 means 1024 (env SANDBOX_MAX_TUNNELS)")
+	fs.String("max-watches", "0", "`number` of file watches at once (/watch streams, kept watches, /wait_for_path); past it, 503; 0 means 64 (env SANDBOX_MAX_WATCHES)")
+	fs.String("state-dir", "", "`directory` of the agent's state, kept across restarts: checkpoints; default sandbox-executor-state in the temporary directory (env SANDBOX_STATE_DIR)")
+	fs.String("checkpoint-budget", "0", "`size` of the checkpoints' stored content, e.g. 1GiB; past it, 507; 0 means 1GiB (env SANDBOX_CHECKPOINT_BUDGET)")
+	fs.String("max-watched-dirs", "0", "`number` of directories all watches hold; past it, an overflow event; 0 means 3/4 of fs.inotify.max_user_watches (env SANDBOX_MAX_WATCHED_DIRS)")
 	fs.Bool("trust-forwarded-host", false, "route previews by X-Forwarded-Host before Host, and pass X-Forwarded-Host and -Proto on to apps: only behind an edge that sets them (env SANDBOX_TRUST_FORWARDED_HOST)")
 	fs.Bool("mcp", true, "serve the Model Context Protocol at POST /mcp; false makes /mcp 404 (env SANDBOX_MCP)")
 	fs.String("mcp-tools", "", "comma-separated `tools` /mcp offers, e.g. read_file,list_dir; empty offers every one; an unknown name stops start-up (env SANDBOX_MCP_TOOLS)")
@@ -255,6 +266,21 @@ func (p *configParser) config() (config, error) {
 	}
 	if c.trustFwdHost, err = p.boolean("trust-forwarded-host", "SANDBOX_TRUST_FORWARDED_HOST"); err != nil {
 		return c, err
+	}
+	if c.maxWatches, err = p.count("max-watches", "SANDBOX_MAX_WATCHES"); err != nil {
+		return c, err
+	}
+	if c.maxWatchDirs, err = p.count("max-watched-dirs", "SANDBOX_MAX_WATCHED_DIRS"); err != nil {
+		return c, err
+	}
+	if c.stateDir, _ = p.value("state-dir", "SANDBOX_STATE_DIR"); c.stateDir == "" {
+		c.stateDir = filepath.Join(os.TempDir(), "sandbox-executor-state")
+	}
+	if c.cpBudget, err = p.size("checkpoint-budget", "SANDBOX_CHECKPOINT_BUDGET"); err != nil {
+		return c, err
+	}
+	if c.cpBudgetText, _ = p.value("checkpoint-budget", "SANDBOX_CHECKPOINT_BUDGET"); c.cpBudget == 0 {
+		c.cpBudgetText = "1GiB"
 	}
 	if c.mcp, err = p.mcp(); err != nil {
 		return c, err

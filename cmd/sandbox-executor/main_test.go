@@ -389,6 +389,13 @@ func TestParseConfig(t *testing.T) {
 			}},
 		{name: "unknown mcp tool", args: []string{"-mcp-tools", "read_file,rm_rf"},
 			wantErr: `-mcp-tools: unknown MCP tool "rm_rf"`},
+		{name: "watches", args: []string{"-max-watches", "3"}, env: map[string]string{"SANDBOX_MAX_WATCHED_DIRS": "100"},
+			check: func(t *testing.T, c config) {
+				assert.Equal(t, 3, c.maxWatches)
+				assert.Equal(t, 100, c.maxWatchDirs)
+			}},
+		{name: "bad max-watches", args: []string{"-max-watches", "x"},
+			wantErr: `invalid max-watches "x" (from -max-watches)`},
 		{name: "stray argument", args: []string{"sh"},
 			wantErr: `unexpected argument "sh": the main command goes after --`},
 	}

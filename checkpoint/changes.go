@@ -1,0 +1,168 @@
+package checkpoint
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+
+	udiff "github.com/aymanbagabas/go-udiff"
+)
+
+// MaxDiff caps the unified diff of Changes, in bytes; past it the diff
+// stops at a file's boundary and says so with DiffTruncated.
+const MaxDiff = 8 << 20
+
+// binarySniff is how much of a file is looked at for a NUL byte, which
+// makes it binary (as git and diff decide).
+const binarySniff = 8000
+
+// Changes are the differences between a checkpoint and its directory as
+// it is now: paths relative to the directory, files only, sorted.
+type Changes struct {
+	Added       []string
+	Modified    []string
+	Deleted     []string
+	ModeChanged []string
+	// Diff, when asked for, is a unified diff of the text files added,
+	// modified and deleted, as `diff -ruN` with a/ and b/ prefixes and
+	// /dev/null for a side without the file; binary files are named,
+	// not diffed.
+	Diff          string
+	DiffTruncated bool
+}
+
+// Changes compares m with its directory as it is now: sizes and mtimes
+// first, hashing only the files whose differ.
+func (s *Store) Changes(ctx context.Context, m *Manifest, withDiff bool) (*Changes, error) {
+	cur, _, err := scan(m.Path, m.Exclude)
+	if err != nil {
+		return nil, err
+	}
+	old := make(map[string]*Entry, len(m.Files))
+	for i := range m.Files {
+		old[m.Files[i].Rel] = &m.Files[i]
+	}
+	// Files whose size or mtime differ are hashed, all at once.
+	var check []Entry
+	for _, c := range cur {
+		if o := old[c.Rel]; o != nil && c.Link == "" && o.Link == "" && (c.Size != o.Size || c.MTime != o.MTime) {
+			check = append(check, c)
+		}
+	}
+	if err := s.hashAll(ctx, m.Path, check, nil); err != nil {
+		return nil, err
+	}
+	hashed := make(map[string]string, len(check))
+	for _, c := range check {
+		hashed[c.Rel] = c.SHA256
+	}
+	ch := &Changes{Added: []string{}, Modified: []string{}, Deleted: []string{}, ModeChanged: []string{}}
+	seen := make(map[string]bool, len(cur))
+	for _, c := range cur {
+		seen[c.Rel] = true
+		o := old[c.Rel]
+		switch {
+		case o == nil:
+			ch.Added = append(ch.Added, c.Rel)
+			continue
+		case (c.Link != "") != (o.Link != "") || c.Link != o.Link:
+			ch.Modified = append(ch.Modified, c.Rel)
+		case c.Link == "" && (c.Size != o.Size || c.MTime != o.MTime) && hashed[c.Rel] != o.SHA256:
+			ch.Modified = append(ch.Modified, c.Rel)
+		}
+		if c.Link == "" && o.Link == "" && c.Mode != o.Mode {
+			ch.ModeChanged = append(ch.ModeChanged, c.Rel)
+		}
+	}
+	for _, o := range m.Files {
+		if !seen[o.Rel] {
+			ch.Deleted = append(ch.Deleted, o.Rel)
+		}
+	}
+	if withDiff {
+		s.diff(m, old, ch)
+	}
+	return ch, nil
+}
+
+// diff fills ch.Diff with the files' diffs, in path order.
+func (s *Store) diff(m *Manifest, old map[string]*Entry, ch *Changes) {
+	paths := slices.Concat(ch.Added, ch.Modified, ch.Deleted)
+	slices.Sort(paths)
+	var b strings.Builder
+	for _, rel := range paths {
+		var before, after []byte
+		var okA, okB bool
+		if o := old[rel]; o != nil && o.Link == "" {
+			before, okA = s.readCapped(s.objPath(o.SHA256))
+		}
+		if !slices.Contains(ch.Deleted, rel) {
+			after, okB = s.readCapped(filepath.Join(m.Path, filepath.FromSlash(rel)))
+		}
+		if !okA && !okB {
+			continue // links, or unreadable on both sides
+		}
+		part, fits := filePatch(rel, before, after, okA, okB)
+		if !fits || b.Len()+len(part) > MaxDiff {
+			ch.DiffTruncated = true
+			break
+		}
+		b.WriteString(part)
+	}
+	ch.Diff = b.String()
+}
+
+// readCapped reads the regular file p, without following a link, if it
+// is at most MaxDiff bytes; ok is false otherwise. A bigger file reads
+// as nil with ok true and a length past the cap, which filePatch takes
+// as too big.
+func (s *Store) readCapped(p string) ([]byte, bool) {
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, false
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() {
+		return nil, false
+	}
+	data, err := io.ReadAll(io.LimitReader(f, MaxDiff+1))
+	if err != nil {
+		return nil, false
+	}
+	return data, true
+}
+
+// filePatch returns one file's part of the diff; fits is false if the
+// file is over MaxDiff.
+func filePatch(rel string, before, after []byte, hasBefore, hasAfter bool) (string, bool) {
+	if len(before) > MaxDiff || len(after) > MaxDiff {
+		return "", false
+	}
+	a, b := "a/"+rel, "b/"+rel
+	from, to := a, b
+	if !hasBefore {
+		from = "/dev/null"
+	}
+	if !hasAfter {
+		to = "/dev/null"
+	}
+	head := fmt.Sprintf("diff -ruN %s %s\n", a, b)
+	if isBinary(before) || isBinary(after) {
+		return head + fmt.Sprintf("Binary files %s and %s differ\n", a, b), true
+	}
+	edits := udiff.Lines(string(before), string(after))
+	u, err := udiff.ToUnified(from, to, string(before), edits, udiff.DefaultContextLines)
+	if err != nil || u == "" {
+		return "", true
+	}
+	return head + u, true
+}
+
+func isBinary(b []byte) bool { return bytes.IndexByte(b[:min(len(b), binarySniff)], 0) >= 0 }

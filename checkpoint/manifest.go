@@ -1,0 +1,167 @@
+package checkpoint
+
+import (
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Manifest is the record of one checkpoint: every file under Path, by
+// its path relative to Path.
+type Manifest struct {
+	ID        string   `json:"id"`
+	Seq       int64    `json:"seq"` // orders the checkpoints of one path: the newest is HEAD
+	Path      string   `json:"path"`
+	Name      string   `json:"name,omitempty"`
+	Exclude   []string `json:"exclude,omitempty"`
+	CreatedAt string   `json:"created_at"`
+	Bytes     int64    `json:"bytes"` // content newly stored by this checkpoint
+	Files     []Entry  `json:"files"` // regular files and symbolic links, sorted by Rel
+	Dirs      []Entry  `json:"dirs"`  // directories below Path, sorted by Rel
+	RootMode  uint32   `json:"root_mode"`
+}
+
+// Entry is one file, link or directory of a checkpoint.
+type Entry struct {
+	Rel    string `json:"rel"`
+	Mode   uint32 `json:"mode"` // permission bits, with setuid, setgid and sticky
+	Size   int64  `json:"size,omitempty"`
+	MTime  int64  `json:"mtime,omitempty"` // nanoseconds
+	SHA256 string `json:"sha256,omitempty"`
+	Link   string `json:"link,omitempty"` // a symbolic link's target
+	UID    uint32 `json:"uid"`
+	GID    uint32 `json:"gid"`
+}
+
+func (e Entry) isLink() bool { return e.SHA256 == "" && e.Link != "" }
+
+func (m *Manifest) summary() Summary {
+	n := 0
+	for _, f := range m.Files {
+		if !f.isLink() {
+			n++
+		}
+	}
+	return Summary{ID: m.ID, Path: m.Path, Name: m.Name, Files: n, Bytes: m.Bytes, CreatedAt: m.CreatedAt}
+}
+
+// DefaultExcludes are the directory names skipped at any depth: the same
+// list as the watches' (watch.DefaultExcludes) and search's, which are to
+// share one.
+var DefaultExcludes = [...]string{".git", "node_modules", "__pycache__", ".venv", "venv", "dist", "build", "target", ".next", ".cache"}
+
+// excluded reports whether rel (relative to the root, "/"-separated)
+// matches a default exclude by its name or a glob of extra by its base
+// name or whole.
+func excluded(rel string, isDir bool, extra []string) bool {
+	base := path.Base(rel)
+	if isDir {
+		for _, d := range DefaultExcludes {
+			if base == d {
+				return true
+			}
+		}
+	}
+	for _, g := range extra {
+		g = strings.Trim(g, "/")
+		if ok, _ := path.Match(g, base); ok {
+			return true
+		}
+		if ok, _ := path.Match(g, rel); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// scan walks root and returns its files and links, and its directories,
+// each sorted by Rel, leaving out the excluded. Files have no SHA256 yet.
+// Anything else (pipes, sockets, devices) is skipped.
+func scan(root string, extra []string) (files, dirs []Entry, err error) {
+	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if p == root {
+				return err
+			}
+			return nil // gone meanwhile, or unreadable: not recorded
+		}
+		if p == root {
+			return nil
+		}
+		rel := filepath.ToSlash(p[len(root)+1:])
+		if excluded(rel, d.IsDir(), extra) {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return nil
+		}
+		e := entryOf(rel, fi)
+		switch {
+		case d.IsDir():
+			dirs = append(dirs, e)
+		case fi.Mode().IsRegular():
+			files = append(files, e)
+		case fi.Mode()&fs.ModeSymlink != 0:
+			if e.Link, err = os.Readlink(p); err == nil {
+				files = append(files, e)
+			}
+		}
+		return nil
+	})
+	sort.Slice(files, func(i, j int) bool { return files[i].Rel < files[j].Rel })
+	sort.Slice(dirs, func(i, j int) bool { return dirs[i].Rel < dirs[j].Rel })
+	return files, dirs, err
+}
+
+func entryOf(rel string, fi fs.FileInfo) Entry {
+	e := Entry{Rel: rel, Mode: modeBits(fi.Mode()), MTime: fi.ModTime().UnixNano()}
+	if fi.Mode().IsRegular() {
+		e.Size = fi.Size()
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		e.UID, e.GID = st.Uid, st.Gid
+	}
+	return e
+}
+
+// modeBits returns m's permission bits with setuid, setgid and sticky, as
+// chmod(2) takes them.
+func modeBits(m fs.FileMode) uint32 {
+	b := uint32(m.Perm())
+	if m&fs.ModeSetuid != 0 {
+		b |= 0o4000
+	}
+	if m&fs.ModeSetgid != 0 {
+		b |= 0o2000
+	}
+	if m&fs.ModeSticky != 0 {
+		b |= 0o1000
+	}
+	return b
+}
+
+// fileMode is modeBits's inverse.
+func fileMode(b uint32) fs.FileMode {
+	m := fs.FileMode(b & 0o777)
+	if b&0o4000 != 0 {
+		m |= fs.ModeSetuid
+	}
+	if b&0o2000 != 0 {
+		m |= fs.ModeSetgid
+	}
+	if b&0o1000 != 0 {
+		m |= fs.ModeSticky
+	}
+	return m
+}
+
+func now() string { return time.Now().UTC().Format(time.RFC3339Nano) }

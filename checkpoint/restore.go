@@ -1,0 +1,189 @@
+package checkpoint
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/sandbox-executor/sandbox-executor/files"
+)
+
+// Restored says what a restore changed: paths relative to the
+// directory, sorted.
+type Restored struct {
+	Restored    []string // files (and links) written back
+	Deleted     []string // files added since, removed
+	ModeChanged []string // files whose mode alone was set back
+}
+
+// Restore makes m's directory what it was: the files' contents, modes,
+// owners and mtimes, links and directories; with deleteAdded, the files
+// added since are removed, and the directories added since once emptied.
+// Each file is written through files.WriteAtomic: a reader sees the old
+// content or the recorded one, never a part, and no link a user planted
+// on the way is followed. Everything else (removals, links, modes,
+// owners, times) goes through an os.Root of the directory, so that no
+// link or rename can take it outside.
+func (s *Store) Restore(ctx context.Context, m *Manifest, deleteAdded bool) (*Restored, error) {
+	s.op.Lock()
+	defer s.op.Unlock()
+	root := m.Path
+	if err := os.MkdirAll(root, fileMode(m.RootMode)); err != nil {
+		return nil, err
+	}
+	r, err := os.OpenRoot(root)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	for _, d := range m.Dirs { // parents first: the list is sorted
+		p := filepath.FromSlash(d.Rel)
+		if fi, err := r.Lstat(p); err == nil && !fi.IsDir() {
+			_ = r.Remove(p)
+		}
+		if err := r.Mkdir(p, fileMode(d.Mode)); err != nil && !errors.Is(err, fs.ErrExist) {
+			return nil, err
+		}
+	}
+	cur, curDirs, err := scan(root, m.Exclude)
+	if err != nil {
+		return nil, err
+	}
+	now := make(map[string]*Entry, len(cur))
+	for i := range cur {
+		now[cur[i].Rel] = &cur[i]
+	}
+	res := &Restored{Restored: []string{}, Deleted: []string{}, ModeChanged: []string{}}
+	for _, f := range m.Files {
+		if err := ctx.Err(); err != nil {
+			return res, err
+		}
+		changed, modeOnly, err := s.restoreFile(ctx, r, f, now[f.Rel])
+		if err != nil {
+			return res, err
+		}
+		if changed {
+			res.Restored = append(res.Restored, f.Rel)
+		} else if modeOnly {
+			res.ModeChanged = append(res.ModeChanged, f.Rel)
+		}
+	}
+	if deleteAdded {
+		s.deleteAdded(r, m, cur, curDirs, res)
+	}
+	setDirModes(r, m)
+	sort.Strings(res.Restored)
+	sort.Strings(res.Deleted)
+	sort.Strings(res.ModeChanged)
+	return res, nil
+}
+
+func abs(root, rel string) string { return filepath.Join(root, filepath.FromSlash(rel)) }
+
+// restoreFile puts back one file or link; c is what is at its path now,
+// nil if nothing (or a directory) is.
+func (s *Store) restoreFile(ctx context.Context, r *os.Root, f Entry, c *Entry) (changed, modeOnly bool, err error) {
+	p := filepath.FromSlash(f.Rel)
+	if f.Link != "" {
+		if c != nil && c.Link == f.Link {
+			return false, false, nil
+		}
+		if err := r.RemoveAll(p); err != nil {
+			return false, false, err
+		}
+		if err := r.Symlink(f.Link, p); err != nil {
+			return false, false, err
+		}
+		_ = r.Lchown(p, int(f.UID), int(f.GID))
+		return true, false, nil
+	}
+	if c != nil && c.Link == "" && s.sameContent(r.Name(), f, *c) {
+		if c.Mode == f.Mode && c.UID == f.UID && c.GID == f.GID {
+			return false, false, nil
+		}
+		_ = r.Lchown(p, int(f.UID), int(f.GID))
+		return false, true, r.Chmod(p, fileMode(f.Mode))
+	}
+	if fi, err := r.Lstat(p); err == nil && !fi.Mode().IsRegular() {
+		if err := r.RemoveAll(p); err != nil { // a link or a directory where the file was
+			return false, false, err
+		}
+	}
+	obj, err := os.Open(s.objPath(f.SHA256))
+	if err != nil {
+		return false, false, err
+	}
+	defer obj.Close()
+	if _, err := files.WriteAtomic(ctx, abs(r.Name(), f.Rel), obj, files.WriteOptions{Mode: fileMode(f.Mode).Perm()}); err != nil {
+		return false, false, err
+	}
+	// Lchown and Lstat first: if a link was put in the file's place since,
+	// it is the link that gets them, and Chmod and Chtimes, which follow
+	// links, are not done on what it leads to.
+	_ = r.Lchown(p, int(f.UID), int(f.GID))
+	if fi, err := r.Lstat(p); err != nil || !fi.Mode().IsRegular() {
+		return true, false, err
+	}
+	if err := r.Chmod(p, fileMode(f.Mode)); err != nil { // after chown, which clears setuid
+		return false, false, err
+	}
+	mt := time.Unix(0, f.MTime)
+	return true, false, r.Chtimes(p, mt, mt)
+}
+
+// sameContent reports whether the file now, c, holds f's content: the
+// same size and mtime, or else the same hash.
+func (s *Store) sameContent(root string, f, c Entry) bool {
+	if c.Size != f.Size {
+		return false
+	}
+	if c.MTime == f.MTime {
+		return true
+	}
+	sum, _, err := hashFile(abs(root, f.Rel), newHash(), make([]byte, 64<<10), nil)
+	return err == nil && sum == f.SHA256
+}
+
+// deleteAdded removes the files added since m, then the directories added
+// since that are empty, deepest first.
+func (s *Store) deleteAdded(r *os.Root, m *Manifest, cur, curDirs []Entry, res *Restored) {
+	had := make(map[string]bool, len(m.Files)+len(m.Dirs))
+	for _, f := range m.Files {
+		had[f.Rel] = true
+	}
+	for _, d := range m.Dirs {
+		had[d.Rel] = true
+	}
+	for _, c := range cur {
+		if !had[c.Rel] && r.Remove(filepath.FromSlash(c.Rel)) == nil {
+			res.Deleted = append(res.Deleted, c.Rel)
+		}
+	}
+	dirs := slices.Clone(curDirs)
+	slices.Reverse(dirs) // children after their parents in the sorted list: reversed, first
+	for _, d := range dirs {
+		if !had[d.Rel] {
+			_ = r.Remove(filepath.FromSlash(d.Rel)) // kept if not empty: it holds excluded or new content
+		}
+	}
+}
+
+// setDirModes sets the directories' recorded modes back, deepest first,
+// so that a read-only directory is made so after what is under it.
+func setDirModes(r *os.Root, m *Manifest) {
+	for i := len(m.Dirs) - 1; i >= 0; i-- {
+		d := m.Dirs[i]
+		p := filepath.FromSlash(d.Rel)
+		if fi, err := r.Lstat(p); err == nil && fi.IsDir() && modeBits(fi.Mode()) != d.Mode {
+			_ = r.Chmod(p, fileMode(d.Mode))
+		}
+	}
+	if fi, err := r.Stat("."); err == nil && modeBits(fi.Mode()) != m.RootMode {
+		_ = r.Chmod(".", fileMode(m.RootMode))
+	}
+}
