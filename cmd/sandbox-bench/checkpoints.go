@@ -63,14 +63,14 @@ func (b *bench) sectionCheckpoint(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	b.rep.add(newFigure("16 checkpoints", "create_checkpoint, 100 MB in 10,000 files", ms(first), "ms").
+	b.rep.add(newFigure("21 checkpoints", "create_checkpoint, 100 MB in 10,000 files", ms(first), "ms").
 		withRef(ms(ref), "tar -cf - DIR | cat > /dev/null, same tree").ratioAtMost(3).
 		withNote("cp -r of the same tree, synced: %.0f ms", ms(cp)))
 	second, err := timeCall(ctx, a, http.MethodPost, "/create_checkpoint", fmt.Sprintf(`{"path": %q}`, tree))
 	if err != nil {
 		return err
 	}
-	b.rep.add(newFigure("16 checkpoints", "create_checkpoint again, tree unchanged", ms(second), "ms").
+	b.rep.add(newFigure("21 checkpoints", "create_checkpoint again, tree unchanged", ms(second), "ms").
 		withRef(ms(first), "the first checkpoint").ratioAtMost(0.3))
 	if err := b.cpChanges(ctx, a, tree); err != nil {
 		return err
@@ -101,7 +101,7 @@ func (b *bench) cpChanges(ctx context.Context, a *agent, tree string) error {
 	if err != nil {
 		return err
 	}
-	b.rep.add(newFigure("16 checkpoints", "changes after 10 edits", ms(took), "ms").
+	b.rep.add(newFigure("21 checkpoints", "changes after 10 edits", ms(took), "ms").
 		withRef(ms(ref), "git status in the same tree, committed").ratioAtMost(2))
 	return nil
 }
@@ -133,7 +133,7 @@ func (b *bench) watchLatency(ctx context.Context, a *agent, tree string) error {
 		lat = append(lat, max(time.Since(start)-wrote-watchCoalesce, 0))
 		writes = append(writes, wrote)
 	}
-	b.rep.add(newFigure("16 checkpoints", "watch: a change's event after the write, less coalesce_ms, median", ms(median(lat)), "ms").
+	b.rep.add(newFigure("21 checkpoints", "watch: a change's event after the write, less coalesce_ms, median", ms(median(lat)), "ms").
 		withRef(ms(median(writes)), "the write (os.WriteFile)").
 		withTarget("≤ 5 ms", median(lat) <= 5*time.Millisecond))
 	return nil
