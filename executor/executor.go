@@ -193,9 +193,14 @@ func (r *Runner) startProcess(ctx context.Context, c Command, bufs buffers, stdo
 	parent := ctx
 	ctx, cancelTimeout := context.WithCancel(ctx)
 	p := &Process{runner: r, done: make(chan struct{})}
-	cmd := exec.CommandContext(ctx, r.shell(), "-c", c.Cmd)
+	env := r.env(c)
+	path, args := r.program(c, env)
+	cmd := exec.CommandContext(ctx, path)
+	// The path is resolved already, in the command's environment: exec
+	// must not look it up again in the agent's.
+	cmd.Path, cmd.Args, cmd.Err = path, args, nil
 	cmd.Dir = c.Dir
-	cmd.Env = r.env(c)
+	cmd.Env = env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: c.credential()}
 	// exec calls Cancel from its own goroutine when ctx ends while the
 	// shell runs; killing the group rather than the shell is what stops

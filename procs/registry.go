@@ -230,7 +230,7 @@ func (r *Registry) Start(c executor.Command) (*Process, error) {
 	}
 	// Logged before the watch starts, which logs the exit: a process that
 	// ends at once is still logged as started first.
-	r.opts.Log.Debug().Str("id", p.ID).Int("pid", p.PID).Str("command", logCommand(c.Cmd)).Msg("process started")
+	r.opts.Log.Debug().Str("id", p.ID).Int("pid", p.PID).Str("command", logCommand(c.String())).Msg("process started")
 	go r.watch(p)
 	return p, nil
 }
@@ -248,7 +248,7 @@ func (r *Registry) start(c executor.Command) (*Process, error) {
 	}
 	p := &Process{
 		ID:        uuid.NewString(),
-		Command:   c.Cmd,
+		Command:   c.String(),
 		StartedAt: time.Now().UTC(),
 		done:      make(chan struct{}),
 		budget:    r.budget,

@@ -19,9 +19,12 @@ import (
 
 // commandRequest is the body of /run, /run_streaming and /start_process.
 type commandRequest struct {
-	Cmd string            `json:"cmd"`
-	Cwd string            `json:"cwd"`
-	Env map[string]string `json:"env"`
+	Cmd string `json:"cmd"`
+	// Argv, if present, is run in place of Cmd, with no shell; see
+	// commandOf.
+	Argv []string          `json:"argv"`
+	Cwd  string            `json:"cwd"`
+	Env  map[string]string `json:"env"`
 	// Timeout is in seconds; absent or zero means none. Clients send it
 	// beyond the document.
 	Timeout *float64 `json:"timeout"`
@@ -42,13 +45,28 @@ type commandRequest struct {
 
 // command validates req and returns the command it asks for.
 func (req commandRequest) command() (executor.Command, error) {
-	if req.Cmd == "" {
-		return executor.Command{}, errorf(http.StatusBadRequest, "cmd is required")
+	c, err := commandOf(req.Cmd, req.Argv)
+	if err != nil {
+		return c, err
 	}
-	c := executor.Command{Cmd: req.Cmd, Dir: req.Cwd, Env: req.Env, Input: req.Input, Stdin: req.Stdin}
-	var err error
+	c.Dir, c.Env, c.Input, c.Stdin = req.Cwd, req.Env, req.Input, req.Stdin
 	c.Timeout, err = seconds("timeout", req.Timeout)
 	return c, err
+}
+
+// commandOf returns the command of a request's cmd and argv, exactly one
+// of which must be given: argv absent (or null) is nil, and an empty array
+// is not absent. /exec_ws shares it with /run.
+func commandOf(cmd string, argv []string) (executor.Command, error) {
+	switch {
+	case argv == nil && cmd == "":
+		return executor.Command{}, errorf(http.StatusBadRequest, "cmd is required")
+	case argv != nil && cmd != "":
+		return executor.Command{}, errorf(http.StatusBadRequest, "give cmd or argv, not both")
+	case argv != nil && (len(argv) == 0 || argv[0] == ""):
+		return executor.Command{}, errorf(http.StatusBadRequest, "argv must be a non-empty array of strings whose first names a program")
+	}
+	return executor.Command{Cmd: cmd, Argv: argv}, nil
 }
 
 // seconds returns the duration of field, a number of seconds; nil is 0.
