@@ -145,7 +145,17 @@ type Process struct {
 // wraps ErrInvalidCommand or ErrInvalidDir (the command's fault), ErrBusy,
 // or is the system's.
 func (r *Runner) Run(ctx context.Context, c Command) (Output, error) {
-	cs := &captureSet{stdout: capture{max: r.maxOutput()}, stderr: capture{max: r.maxOutput()}}
+	return r.RunCapped(ctx, c, r.maxOutput())
+}
+
+// RunCapped is Run with each stream capped at maxOutput bytes instead of
+// MaxOutput (which still bounds it: a larger maxOutput is MaxOutput). The
+// first half of the cap keeps how a stream started and the second half how
+// it ended, with the marker line between them; Output.Omitted counts the
+// bytes of the middle that were dropped.
+func (r *Runner) RunCapped(ctx context.Context, c Command, maxOutput int) (Output, error) {
+	maxOutput = min(max(maxOutput, 1), r.maxOutput())
+	cs := &captureSet{stdout: capture{max: maxOutput}, stderr: capture{max: maxOutput}}
 	p, err := r.start(ctx, c, buffers{&r.rawBufs, readSize}, cs.consumer(Stdout), cs.consumer(Stderr))
 	if err != nil {
 		return Output{}, err
@@ -153,6 +163,7 @@ func (r *Runner) Run(ctx context.Context, c Command) (Output, error) {
 	out := Output{Result: p.Wait()}
 	out.Truncated = out.Truncated || cs.stdout.dropped > 0 || cs.stderr.dropped > 0
 	out.Stdout, out.Stderr = cs.stdout.bytes(), cs.stderr.bytes()
+	out.Omitted = cs.stdout.dropped + cs.stderr.dropped
 	return out, nil
 }
 
@@ -160,9 +171,7 @@ func (r *Runner) Run(ctx context.Context, c Command) (Output, error) {
 // When ctx ends, the process group is killed. Every line has been handed
 // to fn before Wait returns. Its errors are Run's.
 func (r *Runner) Start(ctx context.Context, c Command, fn LineFunc) (*Process, error) {
-	maxLine := r.maxLine()
-	return r.start(ctx, c, buffers{&r.lineBufs, maxLine + readSize},
-		lineConsumer(Stdout, maxLine, fn), lineConsumer(Stderr, maxLine, fn))
+	return r.StartTee(ctx, c, fn, nil)
 }
 
 func (r *Runner) start(ctx context.Context, c Command, bufs buffers, stdout, stderr consumeFunc) (*Process, error) {

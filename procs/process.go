@@ -54,7 +54,12 @@ type Process struct {
 	status      Status
 	exitCode    int
 	completedAt time.Time
-	sent        uint64 // bit n-1 is set once signal n was sent while the command ran
+	sent        uint64          // bit n-1 is set once signal n was sent while the command ran
+	out         outRing         // the raw bytes, for ReadOutput; kept once polled
+	res         executor.Result // how it ended, once status is not running
+	clientGone  bool            // the request that owned it left, and had it killed
+	cursor      int64           // where the last ReadOutput without a cursor ended
+	onExit      func(executor.Result)
 }
 
 // Info is a snapshot of a process for listing.
@@ -72,6 +77,10 @@ type Info struct {
 func (p *Process) Info() Info {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	return p.infoLocked()
+}
+
+func (p *Process) infoLocked() Info {
 	info := Info{ID: p.ID, PID: p.PID, Status: p.status, Command: p.Command, StartedAt: p.StartedAt, CompletedAt: p.completedAt}
 	if p.status != StatusRunning {
 		code := p.exitCode
@@ -132,6 +141,7 @@ func (p *Process) wakeLocked() {
 // finish records how p ended and wakes its subscribers so they can end.
 func (p *Process) finish(res executor.Result) {
 	p.mu.Lock()
+	p.res = res
 	p.exitCode = res.Code
 	p.completedAt = time.Now()
 	switch {
@@ -217,6 +227,7 @@ func (p *Process) releaseLogs() {
 	p.mu.Lock()
 	before := p.ring.footprint()
 	p.ring.reset()
+	p.out.release()
 	delta := p.heldLocked(before)
 	p.wakeLocked()
 	p.mu.Unlock()

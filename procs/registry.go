@@ -75,6 +75,10 @@ type Options struct {
 	// finished first lose their lines but stay listed. If zero, half of
 	// MaxTotalBytes.
 	MaxFinishedBytes int
+	// MaxPollBytes is how many of its latest output bytes a polled
+	// process keeps for ReadOutput (see outRing), from its start if
+	// StartPolled asked, else from its first poll. If zero, 1 MiB.
+	MaxPollBytes int
 	// Log gets a debug line when a process starts and when it ends. The
 	// zero value, like zerolog.Nop(), discards them.
 	Log zerolog.Logger
@@ -92,6 +96,13 @@ func (o Options) maxBytes() int {
 		return 8 << 20
 	}
 	return o.MaxBytes
+}
+
+func (o Options) maxPollBytes() int {
+	if o.MaxPollBytes <= 0 {
+		return 1 << 20
+	}
+	return o.MaxPollBytes
 }
 
 func (o Options) maxTotalBytes() int {
@@ -216,6 +227,10 @@ func logCommand(cmd string) string {
 	return cmd[:n] + "…"
 }
 
+// PollBytes returns how many output bytes a polled process keeps:
+// Options.MaxPollBytes or its default.
+func (r *Registry) PollBytes() int { return r.opts.maxPollBytes() }
+
 // LogBudget returns the bound on the retained lines of all processes
 // together, in bytes: Options.MaxTotalBytes or its default.
 func (r *Registry) LogBudget() int { return r.opts.maxTotalBytes() }
@@ -224,7 +239,16 @@ func (r *Registry) LogBudget() int { return r.opts.maxTotalBytes() }
 // asked for it: it ends by itself, by Kill, or by Close. c.Timeout, if
 // set, applies as for any command.
 func (r *Registry) Start(c executor.Command) (*Process, error) {
-	p, err := r.start(c)
+	return r.StartPolled(c, false, nil)
+}
+
+// StartPolled is Start for a command that is polled (ReadOutput): with
+// polled, its raw output is kept from its first byte, not from its first
+// poll. onExit, if not nil, is called with how it ended before its status
+// leaves running, from the goroutine that watches it: a session's command
+// commits the session's state there.
+func (r *Registry) StartPolled(c executor.Command, polled bool, onExit func(executor.Result)) (*Process, error) {
+	p, err := r.start(c, polled, onExit)
 	if err != nil {
 		return nil, err
 	}
@@ -237,7 +261,7 @@ func (r *Registry) Start(c executor.Command) (*Process, error) {
 
 // start starts c and registers the process; r.wg counts its watch, which
 // the caller starts.
-func (r *Registry) start(c executor.Command) (*Process, error) {
+func (r *Registry) start(c executor.Command, polled bool, onExit func(executor.Result)) (*Process, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
@@ -255,11 +279,15 @@ func (r *Registry) start(c executor.Command) (*Process, error) {
 		ring:      newRing(r.opts.maxLines(), r.opts.maxBytes()),
 		subs:      map[*Subscription]struct{}{},
 		status:    StatusRunning,
+		onExit:    onExit,
+	}
+	if polled {
+		p.out.keep(r.opts.maxPollBytes())
 	}
 	r.budget.join(p) // before its first line
 	// Background processes belong to the registry, not to a request:
 	// Close, not a request's context, ends them.
-	ex, err := r.runner.Start(context.Background(), c, p.addLines)
+	ex, err := r.runner.StartTee(context.Background(), c, p.addLines, p.addRaw)
 	if err != nil {
 		r.budget.leave(p)
 		return nil, err
@@ -278,6 +306,9 @@ func (r *Registry) start(c executor.Command) (*Process, error) {
 func (r *Registry) watch(p *Process) {
 	defer r.wg.Done()
 	res := p.exec.Wait()
+	if p.onExit != nil {
+		p.onExit(res)
+	}
 	p.finish(res)
 	if ev := r.opts.Log.Debug(); ev.Enabled() {
 		info := p.Info()

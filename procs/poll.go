@@ -1,0 +1,93 @@
+package procs
+
+import (
+	"errors"
+	"fmt"
+	"syscall"
+	"time"
+
+	"github.com/sandbox-executor/sandbox-executor/executor"
+)
+
+// ErrCursor is returned by ReadOutput for a cursor past the output.
+var ErrCursor = errors.New("cursor is past the output")
+
+// Output is what ReadOutput returns: the output since a cursor, and the
+// state of the process once it was read.
+type Output struct {
+	Stdout, Stderr []byte
+	// Missed is how many bytes after the cursor the ring dropped before
+	// they could be read, or that were written before the process was
+	// first polled.
+	Missed int64
+	// Cursor is the offset after the last byte returned: the cursor of
+	// the next read.
+	Cursor int64
+	Info   Info
+	// Result is how the process ended, once Info says it has.
+	Result executor.Result
+	// Termination says why the process ended; nil while it runs.
+	Termination *executor.Termination
+}
+
+// addRaw is p's executor.RawFunc: the output as it was read, for
+// ReadOutput.
+func (p *Process) addRaw(s executor.Stream, _ time.Time, b []byte) {
+	p.mu.Lock()
+	p.out.write(s, b)
+	p.mu.Unlock()
+}
+
+// ReadOutput returns p's output from offset cursor on (an offset into
+// stdout and stderr together, in the order they were read) or, if cursor
+// is nil, from where the last ReadOutput ended; and makes p keep its
+// output from now on if it did not (see Registry.StartPolled). The output
+// and the state come from one moment: once Info says the process ended,
+// the output returned is all there is. A cursor past the output, or
+// negative, returns an error wrapping ErrCursor.
+func (p *Process) ReadOutput(cursor *int64, keep int) (Output, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.out.keep(keep)
+	from := p.cursor
+	if cursor != nil {
+		from = *cursor
+	}
+	if from < 0 || from > p.out.end {
+		return Output{}, fmt.Errorf("%w: cursor %d, output so far %d bytes", ErrCursor, from, p.out.end)
+	}
+	var o Output
+	o.Stdout, o.Stderr, o.Missed, o.Cursor = p.out.read(from)
+	p.cursor = o.Cursor
+	o.Info = p.infoLocked()
+	o.Result = p.res
+	o.Termination = p.terminationLocked()
+	return o, nil
+}
+
+// Termination returns why p ended, or nil while it runs.
+func (p *Process) Termination() *executor.Termination {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.terminationLocked()
+}
+
+func (p *Process) terminationLocked() *executor.Termination {
+	if p.status == StatusRunning {
+		return nil
+	}
+	sent := func(sig syscall.Signal) bool { return sig >= 1 && sig <= 64 && p.sent&(1<<(sig-1)) != 0 }
+	t := p.res.Termination(sent, p.clientGone)
+	return &t
+}
+
+// Abandon kills p's process group for a request that owned it and left
+// before it was handed over: its later readers see client_gone.
+func (p *Process) Abandon() {
+	p.mu.Lock()
+	if p.status == StatusRunning {
+		p.clientGone = true
+	}
+	p.mu.Unlock()
+	_, _ = p.signal(syscall.SIGKILL) // ErrNotRunning once it ended by itself
+}
