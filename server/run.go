@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -39,8 +40,23 @@ type commandRequest struct {
 	// Input is written to the command's stdin; see stdin.go.
 	Input string `json:"input"`
 	// Stdin keeps a background process's stdin open for /write_stdin;
-	// /run and /run_streaming refuse it.
+	// /run refuses it without YieldMS, and /run_streaming always.
 	Stdin bool `json:"stdin"`
+	// YieldMS, on /run, is how long the reply waits for the command before
+	// it hands it over as a background process; see handleRunYield.
+	YieldMS *float64 `json:"yield_ms"`
+	// MaxOutputBytes, on /run, caps each stream of the reply; see clipOutput.
+	MaxOutputBytes *int `json:"max_output_bytes"`
+	// Termination asks /run_streaming's complete event for termination.
+	Termination bool `json:"termination"`
+}
+
+// checkRunOnly refuses the fields only /run takes.
+func (req commandRequest) checkRunOnly() error {
+	if req.YieldMS != nil || req.MaxOutputBytes != nil {
+		return errorf(http.StatusBadRequest, "yield_ms and max_output_bytes are for /run only")
+	}
+	return nil
 }
 
 // command validates req and returns the command it asks for.
@@ -93,6 +109,14 @@ func (s *Server) decodeCommand(w http.ResponseWriter, r *http.Request, foregroun
 	if err != nil {
 		return executor.Command{}, nil, err
 	}
+	if err := req.checkRunOnly(); err != nil {
+		return executor.Command{}, nil, err
+	}
+	return s.requestCommand(req, foreground)
+}
+
+// requestCommand is decodeCommand once the body is decoded.
+func (s *Server) requestCommand(req commandRequest, foreground bool) (executor.Command, *sessions.Call, error) {
 	c, err := req.command()
 	if err != nil {
 		return c, nil, err
@@ -132,14 +156,30 @@ func timeoutMessage(timeout time.Duration) string {
 // with its output. If the client leaves, the command's group is killed.
 // A session's command commits its state before the reply.
 func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) error {
-	c, call, err := s.decodeCommand(w, r, true)
+	req, err := decode[commandRequest](w, r, s.cfg.MaxBody)
+	if err != nil {
+		return err
+	}
+	budget, err := outputBudget(req.MaxOutputBytes)
+	if err != nil {
+		return err
+	}
+	if req.YieldMS != nil {
+		return s.handleRunYield(w, r, req, budget)
+	}
+	c, call, err := s.requestCommand(req, true)
 	if err != nil {
 		return err
 	}
 	timeout := c.Timeout
 	// c is not kept: its input is the command's to hold until written,
 	// which the input budget counts (see executor.Runner.MaxInput).
-	out, err := s.runner.Run(r.Context(), c)
+	var out executor.Output
+	if budget > 0 {
+		out, err = s.runner.RunCapped(r.Context(), c, budget)
+	} else {
+		out, err = s.runner.Run(r.Context(), c)
+	}
 	if err != nil {
 		_ = call.Finish(nil) // nothing ran, nothing to commit
 		return startError(err)
@@ -155,9 +195,14 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) error {
 	case out.Code != 0:
 		msg = "Non-zero exit code" // the first implementation's words, which clients match
 	}
+	var more []byte
+	if budget > 0 {
+		t := out.Termination(nil, false) // nothing can signal a /run
+		more = appendRunExtra(nil, &t, out.Omitted, 0)
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
-	_ = writeRunReply(w, &out, msg, sessionErr) // an error here means the client left
+	_ = writeRunReplyMore(w, &out, msg, sessionErr, more) // an error here means the client left
 	return nil
 }
 
@@ -176,13 +221,19 @@ const smallReply = 8 << 10
 // sse.JSONString): however large the output, and escaping can make it six
 // times larger, the reply is never built whole.
 func writeRunReply(w io.Writer, out *executor.Output, msg, sessionErr string) error {
+	return writeRunReplyMore(w, out, msg, sessionErr, nil)
+}
+
+// writeRunReplyMore is writeRunReply with more, the fields of
+// appendRunExtra, before the closing brace.
+func writeRunReplyMore(w io.Writer, out *executor.Output, msg, sessionErr string, more []byte) error {
 	if len(out.Stdout)+len(out.Stderr) <= smallReply {
 		b := make([]byte, 0, 64+len(msg)+2*(len(out.Stdout)+len(out.Stderr)))
 		b = append(b, `{"stdout":`...)
 		b = sse.AppendJSONString(b, out.Stdout)
 		b = append(b, `,"stderr":`...)
 		b = sse.AppendJSONString(b, out.Stderr)
-		b = appendRunReplyEnd(b, out, msg, sessionErr)
+		b = appendRunReplyEnd(b, out, msg, sessionErr, more)
 		_, err := w.Write(b)
 		return err
 	}
@@ -198,13 +249,33 @@ func writeRunReply(w io.Writer, out *executor.Output, msg, sessionErr string) er
 	if err := writeJSONString(w, out.Stderr); err != nil {
 		return err
 	}
-	_, err := w.Write(appendRunReplyEnd(nil, out, msg, sessionErr))
+	_, err := w.Write(appendRunReplyEnd(nil, out, msg, sessionErr, more))
 	return err
+}
+
+// appendRunExtra appends the fields of a /run reply that only its new
+// features bring: termination, omitted_bytes when some were, and missed
+// when some were.
+func appendRunExtra(b []byte, t *executor.Termination, omitted, missed int64) []byte {
+	if t != nil {
+		tj, _ := json.Marshal(t) // a struct of two strings
+		b = append(b, `,"termination":`...)
+		b = append(b, tj...)
+	}
+	if omitted > 0 {
+		b = append(b, `,"omitted_bytes":`...)
+		b = strconv.AppendInt(b, omitted, 10)
+	}
+	if missed > 0 {
+		b = append(b, `,"missed":`...)
+		b = strconv.AppendInt(b, missed, 10)
+	}
+	return b
 }
 
 // appendRunReplyEnd appends the fields of a /run reply after stderr, and
 // the closing brace and newline.
-func appendRunReplyEnd(b []byte, out *executor.Output, msg, sessionErr string) []byte {
+func appendRunReplyEnd(b []byte, out *executor.Output, msg, sessionErr string, more []byte) []byte {
 	if msg != "" {
 		b = append(b, `,"error":`...)
 		b = sse.AppendJSONString(b, []byte(msg))
@@ -218,6 +289,7 @@ func appendRunReplyEnd(b []byte, out *executor.Output, msg, sessionErr string) [
 		b = append(b, `,"session_error":`...)
 		b = sse.AppendJSONString(b, []byte(sessionErr))
 	}
+	b = append(b, more...)
 	return append(b, "}\n"...)
 }
 
@@ -240,6 +312,9 @@ func (s *Server) handleRunStreaming(w http.ResponseWriter, r *http.Request) erro
 	if err != nil {
 		return err
 	}
+	if err := req.checkRunOnly(); err != nil {
+		return err
+	}
 	c, err := req.command()
 	if err != nil {
 		return err
@@ -253,7 +328,7 @@ func (s *Server) handleRunStreaming(w http.ResponseWriter, r *http.Request) erro
 	}
 	// Neither req nor c is kept once the command has started: its input
 	// is the command's to hold until written (see executor.Runner.MaxInput).
-	pings, timeout := wantsPings(r, req), c.Timeout
+	pings, timeout, wantTermination := wantsPings(r, req), c.Timeout, req.Termination
 	// A client that stalls past the stall timeout has not closed the
 	// connection, so r.Context() lives on: the stream ends the command
 	// itself when a write fails.
@@ -296,8 +371,14 @@ func (s *Server) handleRunStreaming(w http.ResponseWriter, r *http.Request) erro
 				// SessionError says why a session's command left its state
 				// uncommitted (the session environment budget).
 				SessionError string `json:"session_error,omitempty"`
+				// Termination, when the request asked for it.
+				Termination *executor.Termination `json:"termination,omitempty"`
 			}
 			done := complete{Code: res.Code, Error: res.Code != 0, Truncated: res.Truncated}
+			if wantTermination {
+				t := res.Termination(nil, false) // nothing can signal it; a client gone reads nothing
+				done.Termination = &t
+			}
 			if err := call.Finish(&res); err != nil {
 				done.SessionError = err.Error()
 			}
