@@ -63,6 +63,7 @@ func sections() []section {
 		{"tunnel", "14: CONNECT and WebSocket tunnels", (*bench).sectionTunnel},
 		{"preview", "14: the HTTP preview proxy", (*bench).sectionPreview},
 		{"stdin", "15: 100 MiB through /write_stdin into wc -c", (*bench).sectionStdin},
+		{"yield", "16: /run with yield_ms, and a poll with nothing new", (*bench).sectionYield},
 	}
 }
 
