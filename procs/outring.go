@@ -1,6 +1,10 @@
 package procs
 
-import "github.com/sandbox-executor/sandbox-executor/executor"
+import (
+	"bytes"
+
+	"github.com/sandbox-executor/sandbox-executor/executor"
+)
 
 // outRing keeps the last bytes a process wrote, stdout and stderr together
 // in the order they were read, addressed by offset: the offset of a byte
@@ -17,7 +21,22 @@ type outRing struct {
 	end  int64  // offset after the newest byte: every byte ever written
 	from int64  // offset of the first byte kept: end when keep was called
 	runs []run  // the runs of the bytes held, oldest first
+	// marks tie offsets to line numbers, for Middle: each is where a
+	// read began and the Seq the process's next line had then. At most
+	// maxMarks are kept; past it every other one goes, so they thin out
+	// evenly rather than forget the oldest.
+	marks []mark
 }
+
+// mark says that the lines holding bytes from off on have a Seq of at
+// least seq.
+type mark struct {
+	off int64
+	seq uint64
+}
+
+// maxMarks bounds the marks of one ring.
+const maxMarks = 1024
 
 // run is a stretch of bytes of one stream, from offset start to the start
 // of the next run (or the end).
@@ -43,11 +62,13 @@ func (r *outRing) start() int64 {
 }
 
 // write appends b, of stream s, evicting the oldest bytes past max.
-func (r *outRing) write(s executor.Stream, b []byte) {
+// nextSeq is the Seq of the next line the process will store.
+func (r *outRing) write(s executor.Stream, b []byte, nextSeq uint64) {
 	if r.max == 0 {
 		r.end += int64(len(b))
 		return
 	}
+	r.addMark(mark{off: r.end, seq: nextSeq})
 	if r.buf == nil {
 		r.buf = make([]byte, r.max)
 	}
@@ -67,9 +88,84 @@ func (r *outRing) write(s executor.Stream, b []byte) {
 	r.trimRuns()
 }
 
-// trimRuns drops the runs that hold no byte still held.
+// addMark records m, thinning the marks out once there are maxMarks.
+func (r *outRing) addMark(m mark) {
+	if len(r.marks) == maxMarks {
+		k := 0
+		for i := 0; i < len(r.marks); i += 2 {
+			r.marks[k] = r.marks[i]
+			k++
+		}
+		r.marks = r.marks[:k]
+	}
+	r.marks = append(r.marks, m)
+}
+
+// lines returns a range of line Seqs that holds every byte from offset
+// from to offset to (exclusive): the Seq of the last mark at or before
+// from, and one less than the Seq of the first mark at or after to (or
+// nextSeq-1 if there is none). ok is false if no mark is at or before
+// from.
+func (r *outRing) lines(from, to int64, nextSeq uint64) (first, last uint64, ok bool) {
+	last = nextSeq - 1
+	var at mark // the last mark at or before from
+	for _, m := range r.marks {
+		if m.off <= from {
+			at, ok = m, true
+		}
+		if m.off >= to && m.seq > 0 {
+			// The line that holds the byte before to may end later, in
+			// the tail: it is the first line of the mark's read, at most.
+			last = m.seq
+			break
+		}
+	}
+	if !ok {
+		return 0, 0, false
+	}
+	// The bytes from the mark to from are of one read, of one stream: the
+	// lines they end come before from's. Counting them gives a lower
+	// bound still (a line cut in pieces, or the other stream's lines
+	// stored between, only make from's Seq larger).
+	first = at.seq
+	if at.off >= r.start() {
+		first += uint64(bytes.Count(r.copyOut(at.off, from), []byte{'\n'}))
+	}
+	return first, min(last, nextSeq-1), true
+}
+
+// offsetOf returns the offset of the i-th byte of stream s from offset
+// from on.
+func (r *outRing) offsetOf(from int64, s executor.Stream, i int) int64 {
+	for k, rn := range r.runs {
+		end := r.end
+		if k+1 < len(r.runs) {
+			end = r.runs[k+1].start
+		}
+		if end <= from || rn.stream != s {
+			continue
+		}
+		start := max(from, rn.start)
+		if n := end - start; int64(i) < n {
+			return start + int64(i)
+		} else {
+			i -= int(n)
+		}
+	}
+	return r.end
+}
+
+// trimRuns drops the runs that hold no byte still held, and the marks
+// before the last one at or before the oldest byte held.
 func (r *outRing) trimRuns() {
 	start := r.start()
+	m := 0
+	for m+1 < len(r.marks) && r.marks[m+1].off <= start {
+		m++
+	}
+	if m > 0 {
+		r.marks = append(r.marks[:0], r.marks[m:]...)
+	}
 	k := 0
 	for k+1 < len(r.runs) && r.runs[k+1].start <= start {
 		k++
@@ -123,5 +219,5 @@ func (r *outRing) copyOut(from, to int64) []byte {
 
 // release lets go of the bytes held; offsets go on counting.
 func (r *outRing) release() {
-	r.buf, r.runs, r.max = nil, nil, 0
+	r.buf, r.runs, r.marks, r.max = nil, nil, nil, 0
 }

@@ -28,13 +28,62 @@ type Output struct {
 	Result executor.Result
 	// Termination says why the process ended; nil while it runs.
 	Termination *executor.Termination
+
+	// Middle, when ReadOutput was given a budget that leaves bytes out,
+	// names the log lines that hold them, if the log still does.
+	Middle *Lines
+
+	from int64 // the offset of the first byte returned
+}
+
+// Lines names a range of lines of the process's log: the first line and
+// the last, for process_logs_streaming.
+type Lines struct {
+	First, Last uint64
+}
+
+// middleLocked returns the range of p's log lines that holds the bytes
+// of o that a budget of budget bytes per stream leaves out: those after
+// the first budget/2 and before the last budget-budget/2 of each stream,
+// as executor.Clip keeps them. It returns nil if nothing is left out, or
+// if the log no longer holds all of it. p.mu must be held, since o was
+// read.
+func (p *Process) middleLocked(o Output, budget int) *Lines {
+	outHead, errHead := budget/2, budget/2
+	outTail, errTail := budget-budget/2, budget-budget/2
+	var l Lines
+	found := false
+	for _, part := range []struct {
+		s          executor.Stream
+		n          int
+		head, tail int
+	}{{executor.Stdout, len(o.Stdout), outHead, outTail}, {executor.Stderr, len(o.Stderr), errHead, errTail}} {
+		if part.head+part.tail >= part.n {
+			continue
+		}
+		from := p.out.offsetOf(o.from, part.s, part.head)
+		to := p.out.offsetOf(o.from, part.s, part.n-part.tail-1) + 1
+		first, last, ok := p.out.lines(from, to, p.ring.nextSeq)
+		if !ok || first < p.ring.oldest() || first > last {
+			return nil
+		}
+		if !found || first < l.First {
+			l.First = first
+		}
+		l.Last = max(l.Last, last)
+		found = true
+	}
+	if !found {
+		return nil
+	}
+	return &l
 }
 
 // addRaw is p's executor.RawFunc: the output as it was read, for
 // ReadOutput.
 func (p *Process) addRaw(s executor.Stream, _ time.Time, b []byte) {
 	p.mu.Lock()
-	p.out.write(s, b)
+	p.out.write(s, b, p.ring.nextSeq)
 	p.mu.Unlock()
 }
 
@@ -44,8 +93,10 @@ func (p *Process) addRaw(s executor.Stream, _ time.Time, b []byte) {
 // output from now on if it did not (see Registry.StartPolled). The output
 // and the state come from one moment: once Info says the process ended,
 // the output returned is all there is. A cursor past the output, or
-// negative, returns an error wrapping ErrCursor.
-func (p *Process) ReadOutput(cursor *int64, keep int) (Output, error) {
+// negative, returns an error wrapping ErrCursor. A budget, if positive,
+// is the max_output_bytes the caller will keep of each stream: see
+// Output.Middle.
+func (p *Process) ReadOutput(cursor *int64, keep, budget int) (Output, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.out.keep(keep)
@@ -57,7 +108,12 @@ func (p *Process) ReadOutput(cursor *int64, keep int) (Output, error) {
 		return Output{}, fmt.Errorf("%w: cursor %d, output so far %d bytes", ErrCursor, from, p.out.end)
 	}
 	var o Output
+	o.from = from
 	o.Stdout, o.Stderr, o.Missed, o.Cursor = p.out.read(from)
+	o.from += o.Missed
+	if budget > 0 {
+		o.Middle = p.middleLocked(o, budget)
+	}
 	p.cursor = o.Cursor
 	o.Info = p.infoLocked()
 	o.Result = p.res

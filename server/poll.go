@@ -69,14 +69,31 @@ type pollReply struct {
 	Missed       int64                 `json:"missed,omitempty"`
 	Truncated    bool                  `json:"truncated,omitempty"`
 	OmittedBytes int64                 `json:"omitted_bytes,omitempty"`
+	Middle       *middleRef            `json:"middle,omitempty"`
 }
 
-func newPollReply(o procs.Output, budget int) pollReply {
+// middleRef names the log lines that hold what max_output_bytes left
+// out, for /process_logs_streaming (last_event_id first_line-1).
+type middleRef struct {
+	ID        string `json:"id"`
+	FirstLine uint64 `json:"first_line"`
+	LastLine  uint64 `json:"last_line"`
+}
+
+// middleOf returns the reference to o's middle in p's log, or nil.
+func middleOf(p *procs.Process, o procs.Output) *middleRef {
+	if o.Middle == nil {
+		return nil
+	}
+	return &middleRef{ID: p.ID, FirstLine: o.Middle.First, LastLine: o.Middle.Last}
+}
+
+func newPollReply(p *procs.Process, o procs.Output, budget int) pollReply {
 	out, errb := clipOutput(o.Stdout, o.Stderr, budget)
 	omitted := out.omitted + errb.omitted
 	return pollReply{Status: o.Info.Status, Stdout: string(out.data), Stderr: string(errb.data), Cursor: o.Cursor,
 		ExitCode: o.Info.ExitCode, Termination: o.Termination, Missed: o.Missed,
-		Truncated: omitted > 0, OmittedBytes: omitted}
+		Truncated: omitted > 0, OmittedBytes: omitted, Middle: middleOf(p, o)}
 }
 
 // waitYield waits until p has ended, yield has passed, or the request
@@ -139,12 +156,12 @@ func (s *Server) handleRunYield(w http.ResponseWriter, r *http.Request, req comm
 		p.Abandon()
 		<-p.Done() // the reply, which nobody reads, says client_gone as /run's says what it says
 	}
-	o, err := p.ReadOutput(nil, s.procs.PollBytes())
+	o, err := p.ReadOutput(nil, s.procs.PollBytes(), budget)
 	if err != nil {
 		return err
 	}
 	if o.Info.Status == procs.StatusRunning {
-		reply := newPollReply(o, budget)
+		reply := newPollReply(p, o, budget)
 		reply.ID = p.ID
 		encode(w, http.StatusOK, reply)
 		return nil
@@ -163,7 +180,7 @@ func (s *Server) handleRunYield(w http.ResponseWriter, r *http.Request, req comm
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
-	_ = writeRunReplyMore(w, &out, msg, sessionErr, appendRunExtra(nil, o.Termination, omitted, o.Missed))
+	_ = writeRunReplyMore(w, &out, msg, sessionErr, appendRunExtra(nil, o.Termination, omitted, o.Missed, middleOf(p, o)))
 	return nil
 }
 
@@ -205,14 +222,14 @@ func (s *Server) handleProcessPoll(w http.ResponseWriter, r *http.Request) error
 	// The output is read at the end: the wait is bounded by yield_ms
 	// whatever the process prints meanwhile.
 	_ = waitYield(r, p, yield) // a client that left gets its reply at once, to nobody
-	o, err := p.ReadOutput(req.Cursor, s.procs.PollBytes())
+	o, err := p.ReadOutput(req.Cursor, s.procs.PollBytes(), budget)
 	if errors.Is(err, procs.ErrCursor) {
 		return errorf(http.StatusBadRequest, "%s", err.Error())
 	}
 	if err != nil {
 		return err
 	}
-	encode(w, http.StatusOK, newPollReply(o, budget))
+	encode(w, http.StatusOK, newPollReply(p, o, budget))
 	return nil
 }
 

@@ -141,18 +141,32 @@ func TestMaxOutputBytes(t *testing.T) {
 	assert.Equal(t, map[string]any{"stdout": "hi\n", "stderr": "", "code": 0.0, "termination": map[string]any{"reason": "exit"}}, body)
 
 	// A poll within a budget: the ring's head and tail.
-	code, body = call(t, ts, "POST", "/run", map[string]any{"cmd": "seq 1 100000; sleep 30", "yield_ms": 0})
+	code, body = call(t, ts, "POST", "/run", map[string]any{"cmd": "seq 1 5000; sleep 30", "yield_ms": 0})
 	require.Equal(t, http.StatusOK, code)
 	id := body["id"].(string)
 	require.Eventually(t, func() bool {
 		_, b := poll(t, ts, map[string]any{"id": id, "cursor": 0, "max_output_bytes": 100})
 		out := b["stdout"].(string)
-		if !strings.HasSuffix(out, "100000\n") {
+		if !strings.HasSuffix(out, "\n5000\n") {
 			return false
 		}
 		assert.True(t, strings.HasPrefix(out, "1\n2\n"))
 		assert.Positive(t, b["omitted_bytes"])
 		assert.Less(t, len(out), 100+80)
+		// The middle names log lines (all 5,000 still kept) that hold
+		// every omitted byte: the
+		// line cut after the head's 50 bytes to the one cut before the
+		// tail's 50.
+		m, ok := b["middle"].(map[string]any)
+		require.True(t, ok, "no middle in %v", b)
+		assert.Equal(t, id, m["id"])
+		head, tail := out[:50], out[len(out)-50:]
+		firstOmitted := strings.Count(head, "\n") + 1
+		lastOmitted := 5000 - strings.Count(tail, "\n") + 1
+		assert.LessOrEqual(t, m["first_line"], float64(firstOmitted))
+		assert.GreaterOrEqual(t, m["first_line"], float64(firstOmitted-2))
+		assert.GreaterOrEqual(t, m["last_line"], float64(lastOmitted))
+		assert.LessOrEqual(t, m["last_line"], 5000.0)
 		return true
 	}, 10*time.Second, 20*time.Millisecond)
 }
@@ -249,4 +263,20 @@ func TestPollErrors(t *testing.T) {
 		code, _ := call(t, ts, "POST", path, map[string]any{"cmd": "true", "yield_ms": 100})
 		assert.Equal(t, http.StatusBadRequest, code, path)
 	}
+}
+
+// TestRunYieldInSession commits a session's state when a command handed
+// over ends, and runs argv through the session's shell.
+func TestRunYieldInSession(t *testing.T) {
+	ts, _ := newTestServer(t, testServer{})
+	dir := t.TempDir()
+	code, _ := call(t, ts, "POST", "/create_session", map[string]any{"id": "y"})
+	require.Equal(t, http.StatusCreated, code)
+	code, body := call(t, ts, "POST", "/run", map[string]any{"session": "y", "cmd": "sleep 0.5; cd " + dir + "; export X=1", "yield_ms": 0})
+	require.Equal(t, http.StatusOK, code, body)
+	require.Equal(t, "running", body["status"])
+	_, body = poll(t, ts, map[string]any{"id": body["id"], "yield_ms": 10000})
+	require.Equal(t, "completed", body["status"], body)
+	_, body = call(t, ts, "POST", "/run", map[string]any{"session": "y", "argv": []string{"sh", "-c", `pwd; echo "$X"`}})
+	assert.Equal(t, dir+"\n1\n", body["stdout"])
 }
