@@ -1,10 +1,12 @@
 package executor
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -62,19 +64,31 @@ func (c Command) checkArgv() error {
 
 // program returns the path and arguments to start c with: Argv[0] looked
 // up in the PATH of env (the command's own environment, not the agent's),
-// and Argv itself. If no executable is found there, it returns the shell
-// with `exec "$0" "$@"` in front of Argv instead: the shell then fails as
-// it would for that command line, with its own message on stderr and
-// status 127 (not found) or 126 (not executable), so the caller sees the
-// command's own failure rather than an error from the agent.
-func (r *Runner) program(c Command, env []string) (path string, args []string) {
+// and Argv itself. If no executable is found there, or if viaShell, it
+// returns the shell with `exec "$0" "$@"` in front of Argv instead: the
+// shell then fails as it would for that command line, with its own
+// message on stderr and status 127 (not found) or 126 (not executable),
+// so the caller sees the command's own failure rather than an error from
+// the agent.
+func (r *Runner) program(c Command, env []string, viaShell bool) (path string, args []string) {
 	if c.Argv == nil {
 		return r.shell(), []string{r.shell(), "-c", c.Cmd}
 	}
-	if p, ok := lookPath(c.Argv[0], envValue(env, "PATH"), c.Dir); ok {
+	if p, ok := lookPath(c.Argv[0], envValue(env, "PATH"), c.Dir); ok && !viaShell {
 		return p, c.Argv
 	}
 	return r.shell(), append([]string{r.shell(), "-c", `exec "$0" "$@"`}, c.Argv...)
+}
+
+// isExecError reports whether err, from starting an Argv, is execve's
+// refusal of the program rather than a fault of the request's directory or
+// of the system's: the shell would report it as the command's failure.
+func isExecError(err error) bool {
+	if errors.Is(err, ErrInvalidDir) {
+		return false
+	}
+	return errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.EACCES) ||
+		errors.Is(err, syscall.ENOEXEC) || errors.Is(err, syscall.ENOTDIR)
 }
 
 // lookPath finds name as a shell would: as given if it holds a slash

@@ -185,7 +185,13 @@ func (r *Runner) start(ctx context.Context, c Command, bufs buffers, stdout, std
 		r.release(nil)
 		return nil, err
 	}
-	p, err := r.startProcess(ctx, c, bufs, stdout, stderr)
+	p, err := r.startProcess(ctx, c, false, bufs, stdout, stderr)
+	if err != nil && c.Argv != nil && isExecError(err) {
+		// The program was found but could not be executed (a missing
+		// interpreter, no permission for c.User): the shell tries it
+		// again and reports it as it would, 127 or 126.
+		p, err = r.startProcess(ctx, c, true, bufs, stdout, stderr)
+	}
 	if err != nil {
 		r.release(nil)
 		r.giveInput(len(c.Input)) // no writer started to give it back
@@ -195,7 +201,8 @@ func (r *Runner) start(ctx context.Context, c Command, bufs buffers, stdout, std
 }
 
 // startProcess starts c, whose slot acquire has taken; see start.
-func (r *Runner) startProcess(ctx context.Context, c Command, bufs buffers, stdout, stderr consumeFunc) (*Process, error) {
+// viaShell starts an Argv through the shell; see program.
+func (r *Runner) startProcess(ctx context.Context, c Command, viaShell bool, bufs buffers, stdout, stderr consumeFunc) (*Process, error) {
 	// The timeout's clock starts once the shell has started (see below):
 	// a context that expired before would make exec refuse to start, and
 	// a timeout of a microsecond is a timeout, not a failure to start.
@@ -203,7 +210,7 @@ func (r *Runner) startProcess(ctx context.Context, c Command, bufs buffers, stdo
 	ctx, cancelTimeout := context.WithCancel(ctx)
 	p := &Process{runner: r, done: make(chan struct{})}
 	env := r.env(c)
-	path, args := r.program(c, env)
+	path, args := r.program(c, env, viaShell)
 	cmd := exec.CommandContext(ctx, path)
 	// The path is resolved already, in the command's environment: exec
 	// must not look it up again in the agent's.

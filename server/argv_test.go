@@ -39,6 +39,28 @@ func TestRunArgv(t *testing.T) {
 	assert.Contains(t, body["stderr"], "no-such-program-here")
 	assert.Contains(t, body["stderr"], "not found")
 
+	// Found but not executable by execve: the shell's own report.
+	noInterp := filepath.Join(dir, "nointerp")
+	require.NoError(t, os.WriteFile(noInterp, []byte("#!/no/such/interpreter\n"), 0o755))
+	code, body = call(t, ts, "POST", "/run", map[string]any{"argv": []string{noInterp}})
+	require.Equal(t, http.StatusOK, code, body)
+	assert.Equal(t, 127.0, body["code"], body)
+	assert.Contains(t, body["stderr"], "nointerp")
+	plain := filepath.Join(dir, "plain")
+	require.NoError(t, os.WriteFile(plain, []byte("x"), 0o644))
+	code, body = call(t, ts, "POST", "/run", map[string]any{"argv": []string{plain}})
+	require.Equal(t, http.StatusOK, code, body)
+	assert.Equal(t, 126.0, body["code"], body)
+
+	// Executable to root, not to the user it runs as: execve refuses it
+	// for that user, and the shell reports it.
+	rootOnly := filepath.Join(dir, "rootonly")
+	require.NoError(t, os.WriteFile(rootOnly, []byte("#!/bin/sh\necho ran\n"), 0o700))
+	code, body = call(t, ts, "POST", "/run", map[string]any{"argv": []string{rootOnly}, "user": "nobody"})
+	require.Equal(t, http.StatusOK, code, body)
+	assert.Equal(t, 126.0, body["code"], body)
+	assert.Empty(t, body["stdout"])
+
 	// PATH is the command's own environment's.
 	bin := filepath.Join(dir, "bin")
 	require.NoError(t, os.Mkdir(bin, 0o755))
