@@ -5,6 +5,7 @@
 package procs
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -239,29 +240,40 @@ func (r *Registry) LogBudget() int { return r.opts.maxTotalBytes() }
 // asked for it: it ends by itself, by Kill, or by Close. c.Timeout, if
 // set, applies as for any command.
 func (r *Registry) Start(c executor.Command) (*Process, error) {
-	return r.StartPolled(c, false, nil)
+	return r.StartWith(c, StartOptions{})
 }
 
-// StartPolled is Start for a command that is polled (ReadOutput): with
-// polled, its raw output is kept from its first byte, not from its first
-// poll. onExit, if not nil, is called with how it ended before its status
-// leaves running, from the goroutine that watches it: a session's command
-// commits the session's state there.
-func (r *Registry) StartPolled(c executor.Command, polled bool, onExit func(executor.Result)) (*Process, error) {
-	p, err := r.start(c, polled, onExit)
+// StartOptions are what StartWith adds to Start. The zero value adds
+// nothing.
+type StartOptions struct {
+	// Polled keeps the raw output for ReadOutput from the first byte,
+	// not from the first poll.
+	Polled bool
+	// OnExit, if not nil, is called with how the command ended before its
+	// status leaves running, from the goroutine that watches it: a
+	// session's command commits the session's state there.
+	OnExit func(executor.Result)
+	// Command is what List shows; empty, the command itself (a session's
+	// foreground command is wrapped in a script nobody wrote).
+	Command string
+}
+
+// StartWith is Start with o.
+func (r *Registry) StartWith(c executor.Command, o StartOptions) (*Process, error) {
+	p, err := r.start(c, o)
 	if err != nil {
 		return nil, err
 	}
 	// Logged before the watch starts, which logs the exit: a process that
 	// ends at once is still logged as started first.
-	r.opts.Log.Debug().Str("id", p.ID).Int("pid", p.PID).Str("command", logCommand(c.String())).Msg("process started")
+	r.opts.Log.Debug().Str("id", p.ID).Int("pid", p.PID).Str("command", logCommand(p.Command)).Msg("process started")
 	go r.watch(p)
 	return p, nil
 }
 
 // start starts c and registers the process; r.wg counts its watch, which
 // the caller starts.
-func (r *Registry) start(c executor.Command, polled bool, onExit func(executor.Result)) (*Process, error) {
+func (r *Registry) start(c executor.Command, o StartOptions) (*Process, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
@@ -272,16 +284,16 @@ func (r *Registry) start(c executor.Command, polled bool, onExit func(executor.R
 	}
 	p := &Process{
 		ID:        uuid.NewString(),
-		Command:   c.String(),
+		Command:   cmp.Or(o.Command, c.String()),
 		StartedAt: time.Now().UTC(),
 		done:      make(chan struct{}),
 		budget:    r.budget,
 		ring:      newRing(r.opts.maxLines(), r.opts.maxBytes()),
 		subs:      map[*Subscription]struct{}{},
 		status:    StatusRunning,
-		onExit:    onExit,
+		onExit:    o.OnExit,
 	}
-	if polled {
+	if o.Polled {
 		p.out.keep(r.opts.maxPollBytes())
 	}
 	r.budget.join(p) // before its first line

@@ -144,7 +144,8 @@ func (s *Server) handleRunYield(w http.ResponseWriter, r *http.Request, req comm
 			}
 		}
 	}
-	p, err := s.procs.StartPolled(c, true, onExit)
+	shown := executor.Command{Cmd: req.Cmd, Argv: req.Argv}.String()
+	p, err := s.procs.StartWith(c, procs.StartOptions{Polled: true, OnExit: onExit, Command: shown})
 	if err != nil {
 		_ = call.Finish(nil) // nothing ran, nothing to commit
 		if isClientStartError(err) || errors.Is(err, procs.ErrTooMany) {

@@ -275,7 +275,14 @@ func TestRunYieldInSession(t *testing.T) {
 	code, body := call(t, ts, "POST", "/run", map[string]any{"session": "y", "cmd": "sleep 0.5; cd " + dir + "; export X=1", "yield_ms": 0})
 	require.Equal(t, http.StatusOK, code, body)
 	require.Equal(t, "running", body["status"])
-	_, body = poll(t, ts, map[string]any{"id": body["id"], "yield_ms": 10000})
+	id := body["id"]
+	_, list := call(t, ts, "GET", "/list_processes", nil)
+	for _, p := range list["processes"].([]any) {
+		if p := p.(map[string]any); p["id"] == id {
+			assert.Equal(t, "sleep 0.5; cd "+dir+"; export X=1", p["command"], "the request's command, not the session's wrapper")
+		}
+	}
+	_, body = poll(t, ts, map[string]any{"id": id, "yield_ms": 10000})
 	require.Equal(t, "completed", body["status"], body)
 	_, body = call(t, ts, "POST", "/run", map[string]any{"session": "y", "argv": []string{"sh", "-c", `pwd; echo "$X"`}})
 	assert.Equal(t, dir+"\n1\n", body["stdout"])
