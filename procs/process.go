@@ -36,6 +36,10 @@ type Process struct {
 	PID       int
 	StartedAt time.Time
 
+	// forgotten is set by Registry.Forget, under the Registry's mu, for a
+	// process its watch has yet to retire.
+	forgotten bool
+
 	exec   *executor.Process
 	done   chan struct{} // closed by finish, after status leaves running
 	budget *budget       // shared by every process of the registry

@@ -153,7 +153,8 @@ func (s *Server) handleRunYield(w http.ResponseWriter, r *http.Request, req comm
 		}
 		return startError(err)
 	}
-	if !waitYield(r, p, yield) {
+	gone := !waitYield(r, p, yield)
+	if gone {
 		p.Abandon()
 		<-p.Done() // the reply, which nobody reads, says client_gone as /run's says what it says
 	}
@@ -167,6 +168,20 @@ func (s *Server) handleRunYield(w http.ResponseWriter, r *http.Request, req comm
 		encode(w, http.StatusOK, reply)
 		return nil
 	}
+	if !gone {
+		// It ended within yield_ms: this reply is its whole result, and
+		// it is nobody's background process. (One whose client left stays
+		// listed, so that its later readers see client_gone.)
+		s.procs.Forget(p.ID)
+	}
+	writeRunEnded(w, o, budget, timeout, sessionErr)
+	return nil
+}
+
+// writeRunEnded writes /run's reply for a command of /run with yield_ms
+// that has ended, o being all of its output: as /run's, within budget,
+// plus termination.
+func writeRunEnded(w http.ResponseWriter, o procs.Output, budget int, timeout time.Duration, sessionErr string) {
 	out := executor.Output{Result: o.Result}
 	stdout, stderr := clipOutput(o.Stdout, o.Stderr, budget)
 	out.Stdout, out.Stderr = stdout.data, stderr.data
@@ -181,8 +196,7 @@ func (s *Server) handleRunYield(w http.ResponseWriter, r *http.Request, req comm
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
-	_ = writeRunReplyMore(w, &out, msg, sessionErr, appendRunExtra(nil, o.Termination, omitted, o.Missed, middleOf(p, o)))
-	return nil
+	_ = writeRunReplyMore(w, &out, msg, sessionErr, appendRunExtra(nil, o.Termination, omitted, o.Missed, nil))
 }
 
 // handleProcessPoll serves POST /poll_process: it writes input to the

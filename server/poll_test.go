@@ -67,6 +67,10 @@ func TestRunYieldEndsWithin(t *testing.T) {
 	require.Equal(t, http.StatusOK, code)
 	assert.Equal(t, map[string]any{"stdout": "out", "stderr": "err\n", "code": 3.0, "error": "Non-zero exit code",
 		"termination": map[string]any{"reason": "exit"}}, body)
+	// It was nobody's background process: not listed, so a stream of such
+	// calls pushes no finished process out of the list.
+	_, list := call(t, ts, "GET", "/list_processes", nil)
+	assert.Empty(t, list["processes"])
 }
 
 // TestPollPromptAndInput shows a prompt without a newline and answers it.
