@@ -231,7 +231,7 @@ func (s *Server) handleProcessPoll(w http.ResponseWriter, r *http.Request) error
 	if err != nil {
 		return stdinError(0, err) // 404, where /kill_process's is the first API's 400
 	}
-	if err := s.pollInput(r, p, req.Input, req.CloseStdin); err != nil {
+	if err := s.pollInput(r, p, req.Input, req.CloseStdin, max(yield, minInputStall)); err != nil {
 		return err
 	}
 	// The output is read at the end: the wait is bounded by yield_ms
@@ -248,11 +248,21 @@ func (s *Server) handleProcessPoll(w http.ResponseWriter, r *http.Request) error
 	return nil
 }
 
+// minInputStall is the least time a poll's input waits for a process
+// that reads none of it.
+const minInputStall = time.Second
+
 // pollInput writes input to p's stdin and closes it if asked; see
-// stdinError for the replies to a process whose stdin cannot take it.
-func (s *Server) pollInput(r *http.Request, p *procs.Process, input string, closeStdin bool) error {
+// stdinError for the replies to a process whose stdin cannot take it. A
+// process that reads none of the input for stall (about as long as the
+// poll's yield) gets 409: an agent's poll does not hang on a full pipe.
+func (s *Server) pollInput(r *http.Request, p *procs.Process, input string, closeStdin bool, stall time.Duration) error {
 	if input != "" {
-		if n, err := p.WriteStdin(r.Context(), strings.NewReader(input), 0); err != nil {
+		n, err := p.WriteStdin(r.Context(), strings.NewReader(input), stall)
+		if errors.Is(err, executor.ErrStdinStalled) {
+			return withWritten(n, errorf(http.StatusConflict, "the process read none of its stdin for %s", stall))
+		}
+		if err != nil {
 			return stdinError(n, err)
 		}
 	}

@@ -255,6 +255,14 @@ func TestPollErrors(t *testing.T) {
 	code, _ = poll(t, ts, map[string]any{"id": id, "cursor": 5})
 	assert.Equal(t, http.StatusBadRequest, code, "cursor past the output")
 
+	// Input a process does not read: 409 after about the yield, not a hang.
+	_, body = call(t, ts, "POST", "/run", map[string]any{"cmd": "sleep 30", "yield_ms": 0, "stdin": true})
+	start := time.Now()
+	code, body = poll(t, ts, map[string]any{"id": body["id"], "input": strings.Repeat("x", 4<<20), "yield_ms": 300})
+	assert.Equal(t, http.StatusConflict, code, body)
+	assert.Positive(t, body["written"], "what the pipe took is counted")
+	assert.Less(t, time.Since(start), 5*time.Second)
+
 	for _, req := range []map[string]any{
 		{"cmd": "true", "stdin": true},
 		{"cmd": "true", "yield_ms": -1},
