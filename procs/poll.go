@@ -87,6 +87,15 @@ func (p *Process) addRaw(s executor.Stream, _ time.Time, b []byte) {
 	p.mu.Unlock()
 }
 
+// Keep makes p keep its raw output, its latest max bytes, from now on if
+// it did not already (see Registry.StartWith's Polled): a poll calls it
+// before it writes its input, so that what the input brings is kept.
+func (p *Process) Keep(max int) {
+	p.mu.Lock()
+	p.out.keep(max)
+	p.mu.Unlock()
+}
+
 // ReadOutput returns p's output from offset cursor on (an offset into
 // stdout and stderr together, in the order they were read) or, if cursor
 // is nil, from where the last ReadOutput ended; and makes p keep its

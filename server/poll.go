@@ -231,6 +231,7 @@ func (s *Server) handleProcessPoll(w http.ResponseWriter, r *http.Request) error
 	if err != nil {
 		return stdinError(0, err) // 404, where /kill_process's is the first API's 400
 	}
+	p.Keep(s.procs.PollBytes()) // before the input: what it brings is this poll's
 	if err := s.pollInput(r, p, req.Input, req.CloseStdin, max(yield, minInputStall)); err != nil {
 		return err
 	}
