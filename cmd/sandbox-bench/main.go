@@ -67,6 +67,7 @@ func sections() []section {
 		{"exec", "17: /exec_ws: 1 GiB of output to a client, 100 MiB of stdin", (*bench).sectionExec},
 		{"limits", "18: /run with a limit, and wait_for_port on a listening port", (*bench).sectionLimits},
 		{"contexts", "19: code contexts: a call, a creation, output rate", (*bench).sectionContexts},
+		{"yield", "20: /run with yield_ms, and a poll with nothing new", (*bench).sectionYield},
 	}
 }
 
