@@ -204,6 +204,18 @@ func (r *outRing) read(from int64) (stdout, stderr []byte, missed, next int64) {
 	return stdout, stderr, missed, r.end
 }
 
+// readMerged is read with both streams together, in the order they were
+// read.
+func (r *outRing) readMerged(from int64) (out []byte, missed, next int64) {
+	if start := r.start(); from < start {
+		missed, from = start-from, start
+	}
+	if from >= r.end {
+		return nil, missed, max(from, r.end)
+	}
+	return r.copyOut(from, r.end), missed, r.end
+}
+
 // copyOut returns a copy of the bytes from offset from to offset to, both
 // held.
 func (r *outRing) copyOut(from, to int64) []byte {

@@ -16,6 +16,9 @@ var ErrCursor = errors.New("cursor is past the output")
 // state of the process once it was read.
 type Output struct {
 	Stdout, Stderr []byte
+	// Merged is stdout and stderr together, in the order they were read,
+	// from ReadMerged (which leaves Stdout and Stderr nil).
+	Merged []byte
 	// Missed is how many bytes after the cursor the ring dropped before
 	// they could be read, or that were written before the process was
 	// first polled.
@@ -106,6 +109,17 @@ func (p *Process) Keep(max int) {
 // is the max_output_bytes the caller will keep of each stream: see
 // Output.Middle.
 func (p *Process) ReadOutput(cursor *int64, keep, budget int) (Output, error) {
+	return p.readOutput(cursor, keep, budget, false)
+}
+
+// ReadMerged is ReadOutput with the output in Output.Merged, stdout and
+// stderr together as they were read, for a reader (an MCP tool) that
+// shows one stream.
+func (p *Process) ReadMerged(cursor *int64, keep int) (Output, error) {
+	return p.readOutput(cursor, keep, 0, true)
+}
+
+func (p *Process) readOutput(cursor *int64, keep, budget int, merged bool) (Output, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.out.keep(keep)
@@ -118,7 +132,11 @@ func (p *Process) ReadOutput(cursor *int64, keep, budget int) (Output, error) {
 	}
 	var o Output
 	o.from = from
-	o.Stdout, o.Stderr, o.Missed, o.Cursor = p.out.read(from)
+	if merged {
+		o.Merged, o.Missed, o.Cursor = p.out.readMerged(from)
+	} else {
+		o.Stdout, o.Stderr, o.Missed, o.Cursor = p.out.read(from)
+	}
 	o.from += o.Missed
 	if budget > 0 {
 		o.Middle = p.middleLocked(o, budget)

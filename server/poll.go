@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"strings"
@@ -97,17 +98,17 @@ func newPollReply(p *procs.Process, o procs.Output, budget int) pollReply {
 }
 
 // waitYield waits until p has ended, yield has passed, or the request
-// ended, and reports whether the request is still there.
-func waitYield(r *http.Request, p *procs.Process, yield time.Duration) bool {
+// (ctx) ended, and reports whether the request is still there.
+func waitYield(ctx context.Context, p *procs.Process, yield time.Duration) bool {
 	if yield <= 0 {
-		return r.Context().Err() == nil
+		return ctx.Err() == nil
 	}
 	t := time.NewTimer(yield)
 	defer t.Stop()
 	select {
 	case <-p.Done():
 	case <-t.C:
-	case <-r.Context().Done():
+	case <-ctx.Done():
 		return false
 	}
 	return true
@@ -126,41 +127,11 @@ func (s *Server) handleRunYield(w http.ResponseWriter, r *http.Request, req comm
 	if err != nil {
 		return err
 	}
-	c, err := req.command()
+	y, err := s.startYield(r.Context(), req, yield)
 	if err != nil {
 		return err
 	}
-	if err := req.checkNoProcessOptions(); err != nil {
-		return err
-	}
-	c, call, err := s.sessionCommand(req.Session, string(req.User), c, true)
-	if err != nil {
-		return err
-	}
-	timeout := c.Timeout
-	var sessionErr string // written by onExit, read after Done
-	var onExit func(executor.Result)
-	if call != nil {
-		onExit = func(res executor.Result) {
-			if err := call.Finish(&res); err != nil {
-				sessionErr = err.Error()
-			}
-		}
-	}
-	shown := executor.Command{Cmd: req.Cmd, Argv: req.Argv}.String()
-	p, err := s.procs.StartWith(c, procs.StartOptions{Polled: true, OnExit: onExit, Command: shown})
-	if err != nil {
-		_ = call.Finish(nil) // nothing ran, nothing to commit
-		if isClientStartError(err) || errors.Is(err, procs.ErrTooMany) {
-			return err
-		}
-		return startError(err)
-	}
-	gone := !waitYield(r, p, yield)
-	if gone {
-		p.Abandon()
-		<-p.Done() // the reply, which nobody reads, says client_gone as /run's says what it says
-	}
+	p := y.p
 	o, err := p.ReadOutput(nil, s.procs.PollBytes(), budget)
 	if err != nil {
 		return err
@@ -171,14 +142,65 @@ func (s *Server) handleRunYield(w http.ResponseWriter, r *http.Request, req comm
 		encode(w, http.StatusOK, reply)
 		return nil
 	}
-	if !gone {
+	if !y.gone {
 		// It ended within yield_ms: this reply is its whole result, and
 		// it is nobody's background process. (One whose client left stays
 		// listed, so that its later readers see client_gone.)
 		s.procs.Forget(p.ID)
 	}
-	writeRunEnded(w, o, budget, timeout, sessionErr)
+	writeRunEnded(w, o, budget, y.timeout, *y.sessionErr)
 	return nil
+}
+
+// yieldRun is a command of /run with yield_ms (or of the MCP tool exec)
+// once it has ended or yield_ms has passed.
+type yieldRun struct {
+	p       *procs.Process
+	gone    bool // ctx ended first: the command was killed, and has ended
+	timeout time.Duration
+	// sessionErr is written by the command's OnExit: read it once p is
+	// done.
+	sessionErr *string
+}
+
+// startYield starts req's command as a background process that keeps its
+// output for polls, and waits until it ends, yield passes, or ctx ends
+// (which kills it: its later readers see client_gone).
+func (s *Server) startYield(ctx context.Context, req commandRequest, yield time.Duration) (yieldRun, error) {
+	c, err := req.command()
+	if err != nil {
+		return yieldRun{}, err
+	}
+	if err := req.checkNoProcessOptions(); err != nil {
+		return yieldRun{}, err
+	}
+	c, call, err := s.sessionCommand(req.Session, string(req.User), c, true)
+	if err != nil {
+		return yieldRun{}, err
+	}
+	y := yieldRun{timeout: c.Timeout, sessionErr: new(string)}
+	var onExit func(executor.Result)
+	if call != nil {
+		onExit = func(res executor.Result) {
+			if err := call.Finish(&res); err != nil {
+				*y.sessionErr = err.Error()
+			}
+		}
+	}
+	shown := executor.Command{Cmd: req.Cmd, Argv: req.Argv}.String()
+	y.p, err = s.procs.StartWith(c, procs.StartOptions{Polled: true, OnExit: onExit, Command: shown})
+	if err != nil {
+		_ = call.Finish(nil) // nothing ran, nothing to commit
+		if isClientStartError(err) || errors.Is(err, procs.ErrTooMany) {
+			return yieldRun{}, err
+		}
+		return yieldRun{}, startError(err)
+	}
+	if y.gone = !waitYield(ctx, y.p, yield); y.gone {
+		y.p.Abandon()
+		<-y.p.Done() // the reply, which nobody reads, says client_gone as /run's says what it says
+	}
+	return y, nil
 }
 
 // writeRunEnded writes /run's reply for a command of /run with yield_ms
@@ -235,12 +257,12 @@ func (s *Server) handleProcessPoll(w http.ResponseWriter, r *http.Request) error
 		return stdinError(0, err) // 404, where /kill_process's is the first API's 400
 	}
 	p.Keep(s.procs.PollBytes()) // before the input: what it brings is this poll's
-	if err := s.pollInput(r, p, req.Input, req.CloseStdin, max(yield, minInputStall)); err != nil {
+	if err := s.pollInput(r.Context(), p, req.Input, req.CloseStdin, max(yield, minInputStall)); err != nil {
 		return err
 	}
 	// The output is read at the end: the wait is bounded by yield_ms
 	// whatever the process prints meanwhile.
-	_ = waitYield(r, p, yield) // a client that left gets its reply at once, to nobody
+	_ = waitYield(r.Context(), p, yield) // a client that left gets its reply at once, to nobody
 	o, err := p.ReadOutput(req.Cursor, s.procs.PollBytes(), budget)
 	if errors.Is(err, procs.ErrCursor) {
 		return errorf(http.StatusBadRequest, "%s", err.Error())
@@ -260,9 +282,9 @@ const minInputStall = time.Second
 // stdinError for the replies to a process whose stdin cannot take it. A
 // process that reads none of the input for stall (about as long as the
 // poll's yield) gets 409: an agent's poll does not hang on a full pipe.
-func (s *Server) pollInput(r *http.Request, p *procs.Process, input string, closeStdin bool, stall time.Duration) error {
+func (s *Server) pollInput(ctx context.Context, p *procs.Process, input string, closeStdin bool, stall time.Duration) error {
 	if input != "" {
-		n, err := p.WriteStdin(r.Context(), strings.NewReader(input), stall)
+		n, err := p.WriteStdin(ctx, strings.NewReader(input), stall)
 		if errors.Is(err, executor.ErrStdinStalled) {
 			return withWritten(n, errorf(http.StatusConflict, "the process read none of its stdin for %s", stall))
 		}
