@@ -68,7 +68,9 @@ type ExecExit struct {
 
 // Termination says why a command ended: Reason "exit", "signal" (a
 // signal the agent did not send; Signal names it), "killed" (a Signal
-// call) or "timeout".
+// call, or kill_process), "timeout", "client_gone" (the request that owned
+// it left), or the limit that fired ("cpu_limit", "file_size_limit",
+// "memory_limit", "pids_limit").
 type Termination struct {
 	Reason string `json:"reason"`
 	Signal string `json:"signal,omitempty"`

@@ -103,6 +103,9 @@ type Output struct {
 	Result
 	Stdout []byte
 	Stderr []byte
+	// Omitted is how many bytes of the two streams together were dropped
+	// from their middles for the cap (see RunCapped).
+	Omitted int64
 }
 
 // captureSet holds the two captures of one Run; mu guards both, since the
@@ -123,4 +126,17 @@ func (cs *captureSet) consumer(s Stream) func([]byte, time.Time, bool) int {
 		cs.mu.Unlock()
 		return len(b)
 	}
+}
+
+// Clip keeps b within max bytes as Run keeps a stream within its cap: the
+// first half of max and the last half, with the marker line naming the
+// omitted bytes between them. It returns b itself when it fits, and how
+// many bytes it omitted.
+func Clip(b []byte, max int) ([]byte, int64) {
+	if len(b) <= max {
+		return b, 0
+	}
+	c := capture{max: max}
+	c.write(b)
+	return c.bytes(), c.dropped
 }

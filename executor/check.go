@@ -28,6 +28,9 @@ var maxArgStrlen = 32 * os.Getpagesize()
 // to execve(2), which would refuse it with a bare "invalid argument" or
 // "argument list too long".
 func (c Command) check() error {
+	if err := c.checkArgv(); err != nil {
+		return err
+	}
 	if strings.IndexByte(c.Cmd, 0) >= 0 {
 		return fmt.Errorf("%w: cmd contains a NUL byte", ErrInvalidCommand)
 	}

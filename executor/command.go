@@ -39,9 +39,16 @@ var (
 
 // Command is one shell command to run.
 type Command struct {
-	Cmd string            // run as Shell -c Cmd
-	Dir string            // working directory; empty means the agent's own
-	Env map[string]string // added to BaseEnv, else to Runner.Env; nil adds nothing
+	Cmd string // run as Shell -c Cmd
+	// Argv, if not nil, is run instead of Cmd, with no shell: Argv[0] is
+	// looked up in the PATH of the command's own environment, and the
+	// program gets exactly these arguments. A program not found (or not
+	// executable) fails as a shell reports it: its message on stderr,
+	// status 127 (or 126). Exactly one of Cmd and Argv is set; see
+	// ShellQuote for running an Argv through a shell.
+	Argv []string
+	Dir  string            // working directory; empty means the agent's own
+	Env  map[string]string // added to BaseEnv, else to Runner.Env; nil adds nothing
 	// BaseEnv, if not nil, is the whole environment Env is added to, in
 	// place of Runner.Env: a session's. See env.go.
 	BaseEnv []string

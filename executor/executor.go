@@ -161,7 +161,17 @@ type Process struct {
 // wraps ErrInvalidCommand or ErrInvalidDir (the command's fault), ErrBusy,
 // or is the system's.
 func (r *Runner) Run(ctx context.Context, c Command) (Output, error) {
-	cs := &captureSet{stdout: capture{max: r.maxOutput()}, stderr: capture{max: r.maxOutput()}}
+	return r.RunCapped(ctx, c, r.maxOutput())
+}
+
+// RunCapped is Run with each stream capped at maxOutput bytes instead of
+// MaxOutput (which still bounds it: a larger maxOutput is MaxOutput). The
+// first half of the cap keeps how a stream started and the second half how
+// it ended, with the marker line between them; Output.Omitted counts the
+// bytes of the middle that were dropped.
+func (r *Runner) RunCapped(ctx context.Context, c Command, maxOutput int) (Output, error) {
+	maxOutput = min(max(maxOutput, 1), r.maxOutput())
+	cs := &captureSet{stdout: capture{max: maxOutput}, stderr: capture{max: maxOutput}}
 	p, err := r.start(ctx, c, buffers{&r.rawBufs, readSize}, cs.consumer(Stdout), cs.consumer(Stderr))
 	if err != nil {
 		return Output{}, err
@@ -169,6 +179,7 @@ func (r *Runner) Run(ctx context.Context, c Command) (Output, error) {
 	out := Output{Result: p.Wait()}
 	out.Truncated = out.Truncated || cs.stdout.dropped > 0 || cs.stderr.dropped > 0
 	out.Stdout, out.Stderr = cs.stdout.bytes(), cs.stderr.bytes()
+	out.Omitted = cs.stdout.dropped + cs.stderr.dropped
 	return out, nil
 }
 
@@ -176,9 +187,7 @@ func (r *Runner) Run(ctx context.Context, c Command) (Output, error) {
 // When ctx ends, the process group is killed. Every line has been handed
 // to fn before Wait returns. Its errors are Run's.
 func (r *Runner) Start(ctx context.Context, c Command, fn LineFunc) (*Process, error) {
-	maxLine := r.maxLine()
-	return r.start(ctx, c, buffers{&r.lineBufs, maxLine + readSize},
-		lineConsumer(Stdout, maxLine, fn), lineConsumer(Stderr, maxLine, fn))
+	return r.StartTee(ctx, c, fn, nil)
 }
 
 func (r *Runner) start(ctx context.Context, c Command, bufs buffers, stdout, stderr consumeFunc) (*Process, error) {
@@ -192,7 +201,13 @@ func (r *Runner) start(ctx context.Context, c Command, bufs buffers, stdout, std
 		r.release(nil)
 		return nil, err
 	}
-	p, err := r.startProcess(ctx, c, bufs, stdout, stderr)
+	p, err := r.startProcess(ctx, c, false, bufs, stdout, stderr)
+	if err != nil && c.Argv != nil && isExecError(err) {
+		// The program was found but could not be executed (a missing
+		// interpreter, no permission for c.User): the shell tries it
+		// again and reports it as it would, 127 or 126.
+		p, err = r.startProcess(ctx, c, true, bufs, stdout, stderr)
+	}
 	if err != nil {
 		r.release(nil)
 		r.giveInput(len(c.Input)) // no writer started to give it back
@@ -202,16 +217,22 @@ func (r *Runner) start(ctx context.Context, c Command, bufs buffers, stdout, std
 }
 
 // startProcess starts c, whose slot acquire has taken; see start.
-func (r *Runner) startProcess(ctx context.Context, c Command, bufs buffers, stdout, stderr consumeFunc) (*Process, error) {
+// viaShell starts an Argv through the shell; see program.
+func (r *Runner) startProcess(ctx context.Context, c Command, viaShell bool, bufs buffers, stdout, stderr consumeFunc) (*Process, error) {
 	// The timeout's clock starts once the shell has started (see below):
 	// a context that expired before would make exec refuse to start, and
 	// a timeout of a microsecond is a timeout, not a failure to start.
 	parent := ctx
 	ctx, cancelTimeout := context.WithCancel(ctx)
 	p := &Process{runner: r, done: make(chan struct{})}
-	cmd := exec.CommandContext(ctx, r.shell(), "-c", c.Cmd)
+	env := r.env(c)
+	path, args := r.program(c, env, viaShell)
+	cmd := exec.CommandContext(ctx, path)
+	// The path is resolved already, in the command's environment: exec
+	// must not look it up again in the agent's.
+	cmd.Path, cmd.Args, cmd.Err = path, args, nil
 	cmd.Dir = c.Dir
-	cmd.Env = r.env(c)
+	cmd.Env = env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: c.credential()}
 	// exec calls Cancel from its own goroutine when ctx ends while the
 	// shell runs; killing the group rather than the shell is what stops

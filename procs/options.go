@@ -17,6 +17,16 @@ type StartOptions struct {
 	// Name, if not empty, names the process: 1 to 64 of A-Z a-z 0-9 . _
 	// -, which no running process (or one waiting to restart) may have.
 	Name string
+	// Polled keeps the raw output for ReadOutput from the first byte,
+	// not from the first poll.
+	Polled bool
+	// OnExit, if not nil, is called with how the command's last run ended
+	// before its status leaves running, from the goroutine that watches
+	// it: a session's command commits the session's state there.
+	OnExit func(executor.Result)
+	// Command is what List shows; empty, the command itself (a session's
+	// foreground command is wrapped in a script nobody wrote).
+	Command string
 }
 
 // StartWith is Start with o.
@@ -27,7 +37,7 @@ func (r *Registry) StartWith(c executor.Command, o StartOptions) (*Process, erro
 	}
 	// Logged before the watch starts, which logs the exit: a process that
 	// ends at once is still logged as started first.
-	r.opts.Log.Debug().Str("id", p.ID).Int("pid", p.PID).Str("command", logCommand(c.Cmd)).Msg("process started")
+	r.opts.Log.Debug().Str("id", p.ID).Int("pid", p.PID).Str("command", logCommand(p.Command)).Msg("process started")
 	go r.watch(p)
 	if p.ready != nil {
 		go r.probeReady(p)

@@ -41,6 +41,10 @@ type Process struct {
 	StartedAt time.Time
 	Limits    executor.Limits // the command's limits
 
+	// forgotten is set by Registry.Forget, under the Registry's mu, for a
+	// process its watch has yet to retire.
+	forgotten bool
+
 	done  chan struct{} // closed by finish, after status leaves running
 	ready *readyProbe   // nil without StartOptions.Ready
 	// cmd and restart are fixed at start: the command each run starts
@@ -76,6 +80,10 @@ type Process struct {
 	killedWait  bool              // Kill stopped it while it waited to restart
 	events      []eventAt         // the last maxEvents restart events, oldest first
 	eventCount  uint64            // restart events ever recorded
+	out         outRing           // the raw bytes of every run, for ReadOutput; kept once polled
+	clientGone  bool              // the request that owned it left, and had it killed
+	cursor      int64             // where the last ReadOutput without a cursor ended
+	onExit      func(executor.Result)
 }
 
 // Info is a snapshot of a process for listing.
@@ -101,6 +109,10 @@ type Info struct {
 func (p *Process) Info() Info {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	return p.infoLocked()
+}
+
+func (p *Process) infoLocked() Info {
 	info := Info{ID: p.ID, PID: p.pid, Status: p.status, Command: p.Command, StartedAt: p.StartedAt,
 		CompletedAt: p.completedAt, Limits: p.Limits, Restarts: -1}
 	if p.status != StatusRunning {
@@ -265,6 +277,7 @@ func (p *Process) releaseLogs() {
 	p.mu.Lock()
 	before := p.ring.footprint()
 	p.ring.reset()
+	p.out.release()
 	delta := p.heldLocked(before)
 	p.wakeLocked()
 	p.mu.Unlock()

@@ -5,6 +5,7 @@
 package procs
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -75,6 +76,10 @@ type Options struct {
 	// finished first lose their lines but stay listed. If zero, half of
 	// MaxTotalBytes.
 	MaxFinishedBytes int
+	// MaxPollBytes is how many of its latest output bytes a polled
+	// process keeps for ReadOutput (see outRing), from its start if
+	// StartPolled asked, else from its first poll. If zero, 1 MiB.
+	MaxPollBytes int
 	// Log gets a debug line when a process starts and when it ends. The
 	// zero value, like zerolog.Nop(), discards them.
 	Log zerolog.Logger
@@ -92,6 +97,13 @@ func (o Options) maxBytes() int {
 		return 8 << 20
 	}
 	return o.MaxBytes
+}
+
+func (o Options) maxPollBytes() int {
+	if o.MaxPollBytes <= 0 {
+		return 1 << 20
+	}
+	return o.MaxPollBytes
 }
 
 func (o Options) maxTotalBytes() int {
@@ -218,6 +230,10 @@ func logCommand(cmd string) string {
 	return cmd[:n] + "…"
 }
 
+// PollBytes returns how many output bytes a polled process keeps:
+// Options.MaxPollBytes or its default.
+func (r *Registry) PollBytes() int { return r.opts.maxPollBytes() }
+
 // LogBudget returns the bound on the retained lines of all processes
 // together, in bytes: Options.MaxTotalBytes or its default.
 func (r *Registry) LogBudget() int { return r.opts.maxTotalBytes() }
@@ -245,7 +261,7 @@ func (r *Registry) start(c executor.Command, o StartOptions) (*Process, error) {
 	}
 	p := &Process{
 		ID:        uuid.NewString(),
-		Command:   c.Cmd,
+		Command:   cmp.Or(o.Command, c.String()),
 		StartedAt: time.Now().UTC(),
 		Limits:    c.Limits,
 		done:      make(chan struct{}),
@@ -257,11 +273,15 @@ func (r *Registry) start(c executor.Command, o StartOptions) (*Process, error) {
 		cmd:       c,
 		restart:   o.Restart,
 		stopc:     make(chan struct{}),
+		onExit:    o.OnExit,
+	}
+	if o.Polled {
+		p.out.keep(r.opts.maxPollBytes())
 	}
 	r.budget.join(p) // before its first line
 	// Background processes belong to the registry, not to a request:
 	// Close, not a request's context, ends them.
-	ex, err := r.runner.Start(context.Background(), c, p.addLines)
+	ex, err := r.runner.StartTee(context.Background(), c, p.addLines, p.addRaw)
 	if err != nil {
 		r.budget.leave(p)
 		return nil, err
@@ -299,6 +319,9 @@ func (r *Registry) watch(p *Process) {
 			break
 		}
 	}
+	if p.onExit != nil {
+		p.onExit(res) // the last run's: a session commits its state once
+	}
 	p.finish(res)
 	if ev := r.opts.Log.Debug(); ev.Enabled() {
 		info := p.Info()
@@ -318,6 +341,9 @@ func (r *Registry) retire(p *Process) (forgotten []*Process) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.running--
+	if p.forgotten {
+		return []*Process{p} // Forget took it out of the list already
+	}
 	forgotten = r.finished.Add(p, finished.Bounds[*Process]{MaxItems: r.opts.maxFinished(),
 		MaxBytes: r.opts.maxFinishedBytes(), Bytes: (*Process).logBytes, Release: (*Process).releaseLogs})
 	for _, old := range forgotten {

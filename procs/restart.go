@@ -53,20 +53,12 @@ type eventAt struct {
 	json  []byte // the RestartEvent
 }
 
-// Termination is why a command that ended with res ended: the limit that
-// fired, else its own exit, a signal, or its timeout. (A signal sent
-// through Kill is the caller's to tell.)
+// Termination is why a command that ended with res ended, with no
+// signal sent through the API and no client gone: the limit that fired,
+// else its timeout, its own exit, or a signal (see
+// executor.Result.Termination, the one computation of it).
 func Termination(res executor.Result) executor.Termination {
-	if t, ok := executor.LimitTermination(res); ok {
-		return t
-	}
-	switch {
-	case res.TimedOut:
-		return executor.Termination{Reason: executor.ReasonTimeout}
-	case res.Signal != 0:
-		return executor.Termination{Reason: executor.ReasonSignal, Signal: SignalName(res.Signal)}
-	}
-	return executor.Termination{Reason: executor.ReasonExit}
+	return res.Termination(nil, false)
 }
 
 // nextRun decides, once a run of p has ended with res, whether p starts
@@ -138,7 +130,7 @@ func (r *Registry) rerun(p *Process, delay time.Duration) bool {
 	// start. The input was the first run's.
 	c := p.cmd
 	c.Input = ""
-	ex, err := r.runner.Start(context.Background(), c, p.addLines)
+	ex, err := r.runner.StartTee(context.Background(), c, p.addLines, p.addRaw)
 	if err != nil {
 		r.opts.Log.Warn().Err(err).Str("id", p.ID).Msg("process could not restart")
 		return false

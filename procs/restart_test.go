@@ -136,3 +136,37 @@ func TestRestartBackoffResets(t *testing.T) {
 	ms := time.Millisecond
 	assert.Equal(t, []time.Duration{100 * ms, 200 * ms, 350 * ms, 350 * ms, 100 * ms, 200 * ms}, delays)
 }
+
+// TestRestartPolled: a process with a restart policy started for polls
+// (as /run's yield_ms starts one) returns the bytes of every run in
+// order and no restart event, and its termination is the one computation
+// of it: the last run's exit, or killed once Kill stopped it between two
+// runs.
+func TestRestartPolled(t *testing.T) {
+	r := newTestRegistry(t, Options{})
+	p, err := r.StartWith(executor.Command{Cmd: "echo run; exit 1"},
+		StartOptions{Polled: true, Restart: policy(RestartOnFailure, 2, 50*time.Millisecond)})
+	require.NoError(t, err)
+	waitDone(t, p)
+	o, err := p.ReadOutput(nil, 1<<20, 0)
+	require.NoError(t, err)
+	assert.Equal(t, "run\nrun\nrun\n", string(o.Stdout))
+	assert.Zero(t, o.Missed)
+	assert.Equal(t, StatusFailed, o.Info.Status)
+	assert.Equal(t, &executor.Termination{Reason: executor.ReasonExit}, o.Termination)
+
+	p, err = r.StartWith(executor.Command{Cmd: "echo run; exit 1"},
+		StartOptions{Polled: true, Restart: policy(RestartAlways, -1, time.Hour)})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		o, err := p.ReadOutput(new(int64), 1<<20, 0)
+		return err == nil && string(o.Stdout) == "run\n" && p.Info().Result != nil
+	}, 10*time.Second, 10*time.Millisecond)
+	assert.Equal(t, &executor.Termination{Reason: executor.ReasonExit}, p.LastTermination(), "running, with its last run's termination")
+	assert.Nil(t, p.Termination(), "it runs on while it waits to restart")
+	_, err = r.Kill(context.Background(), p.ID, syscall.SIGTERM)
+	require.NoError(t, err)
+	waitDone(t, p)
+	assert.Equal(t, &executor.Termination{Reason: executor.ReasonKilled}, p.Termination())
+	assert.Equal(t, StatusKilled, p.Info().Status)
+}

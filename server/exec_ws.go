@@ -45,6 +45,8 @@ type execRequest struct {
 	// Stdin makes channel 0 the command's stdin; without it stdin is
 	// /dev/null (a TTY's input is always open) and channel 0 is ignored.
 	Stdin bool `json:"stdin"`
+	// Limits bound what the command may use, as on /run; see parseLimits.
+	Limits json.RawMessage `json:"limits"`
 }
 
 // execSpec is what an execRequest asks for, checked.
@@ -142,11 +144,17 @@ func (s *Server) execSpec(req execRequest) (execSpec, error) {
 	if spec.timeout, err = seconds("timeout", req.Timeout); err != nil {
 		return spec, err
 	}
-	cmd, err := execCommandLine(req)
+	c, err := execCommand(req)
 	if err != nil {
 		return spec, err
 	}
-	c := executor.Command{Cmd: cmd, Dir: req.Cwd, Env: req.Env, Stdin: req.Stdin && !req.TTY, Timeout: spec.timeout}
+	c.Dir, c.Env, c.Stdin, c.Timeout = req.Cwd, req.Env, req.Stdin && !req.TTY, spec.timeout
+	if c.Limits, err = parseLimits(req.Limits); err != nil {
+		return spec, err
+	}
+	if err := s.checkLimits(c.Limits); err != nil {
+		return spec, err // refused before anything starts, on pipes or a TTY
+	}
 	if !req.TTY {
 		if err := executor.Check(c); err != nil {
 			return spec, err
@@ -179,48 +187,35 @@ func (s *Server) execSpec(req execRequest) (execSpec, error) {
 		c.Env = mergeEnv(map[string]string{"TERM": "xterm-256color"}, c.Env)
 		spec.cmd.Env = c.Env
 	}
-	if cmd == "" {
+	switch {
+	case c.Argv != nil:
+		// As executor.Runner runs an argv it cannot start directly: the
+		// shell execs the words as they are, and reports a program it
+		// cannot run as the command's own 127 or 126.
+		spec.args = append([]string{s.shell(), "-c", `exec "$0" "$@"`}, c.Argv...)
+	case c.Cmd == "":
 		spec.args = []string{s.terms.LoginShell(c.Env, c.BaseEnv), "-i"}
-	} else {
-		spec.args = []string{s.shell(), "-c", cmd}
+	default:
+		spec.args = []string{s.shell(), "-c", c.Cmd}
 	}
 	return spec, nil
 }
 
-// execCommandLine returns the shell command req asks for: cmd as it is,
-// or argv with each word quoted, run by exec so that the program replaces
-// the shell (outside a session; in one, the session's wrapper must see
-// the end). Empty only for a TTY's login shell.
-//
-// TODO(argv): once executor.Command.Argv lands (the run/argv work), pass
-// req.Argv there outside sessions instead, as /run does; the 400s stay.
-func execCommandLine(req execRequest) (string, error) {
-	switch {
-	case req.Cmd != "" && req.Argv != nil:
-		return "", errorf(http.StatusBadRequest, "give cmd or argv, not both")
-	case req.Argv != nil:
-		argv := *req.Argv
-		if len(argv) == 0 || argv[0] == "" {
-			return "", errorf(http.StatusBadRequest, "argv must be a non-empty array of strings whose first is the program")
-		}
-		q := make([]string, len(argv))
-		for i, a := range argv {
-			q[i] = shellQuote(a)
-		}
-		line := strings.Join(q, " ")
-		if req.Session == "" {
-			line = "exec " + line
-		}
-		return line, nil
-	case req.Cmd == "" && !req.TTY:
-		return "", errorf(http.StatusBadRequest, "cmd or argv is required")
+// execCommand returns the command req asks for, as /run's commandOf
+// does: cmd, or argv run with no shell (through a session's shell, in a
+// session; see sessionCommand). Neither is a TTY's login shell.
+func execCommand(req execRequest) (executor.Command, error) {
+	if req.TTY && req.Cmd == "" && req.Argv == nil {
+		return executor.Command{}, nil
 	}
-	return req.Cmd, nil
-}
-
-// shellQuote quotes s as one word for sh.
-func shellQuote(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+	var argv []string
+	if req.Argv != nil {
+		argv = *req.Argv
+		if argv == nil {
+			argv = []string{} // present and empty, not absent: a 400
+		}
+	}
+	return commandOf(req.Cmd, argv)
 }
 
 // shell returns the runner's shell.

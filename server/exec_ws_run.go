@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
-	"golang.org/x/sys/unix"
 
 	"github.com/sandbox-executor/sandbox-executor/executor"
 	"github.com/sandbox-executor/sandbox-executor/procs"
@@ -81,10 +80,10 @@ func execOutput(connCtx context.Context, conn *websocket.Conn, ready <-chan stru
 
 // pipeExec is a command on pipes: stdout and stderr apart.
 type pipeExec struct {
-	p         *executor.Process
-	ready     chan struct{}
-	stdin     bool
-	signalled atomic.Bool // a signal message was sent to it
+	p     *executor.Process
+	ready chan struct{}
+	stdin bool
+	sent  sentSignals // the signals of signal messages
 }
 
 func (x *pipeExec) pid() int              { return x.p.Pid() }
@@ -92,7 +91,7 @@ func (x *pipeExec) begin()                { close(x.ready) }
 func (x *pipeExec) wait() executor.Result { return x.p.Wait() }
 
 func (x *pipeExec) termination(res executor.Result) executor.Termination {
-	return execTermination(res, x.signalled.Load())
+	return res.Termination(x.sent.has, false)
 }
 
 func (x *pipeExec) input(ctx context.Context, r io.Reader) error {
@@ -116,25 +115,26 @@ func (x *pipeExec) closeInput() error {
 func (x *pipeExec) resize(cols, rows uint16) error { return nil } // no terminal to size
 
 func (x *pipeExec) signal(sig syscall.Signal) error {
-	x.signalled.Store(true)
+	x.sent.add(sig)
 	if err := x.p.Signal(sig); err != nil && !errors.Is(err, executor.ErrFinished) {
 		return err
 	}
 	return nil
 }
 
-// execTermination says why a command ended; signalled says that a signal
-// message was sent to it.
-func execTermination(res executor.Result, signalled bool) executor.Termination {
-	switch {
-	case res.TimedOut:
-		return executor.Termination{Reason: executor.ReasonTimeout}
-	case res.Signal != 0 && signalled:
-		return executor.Termination{Reason: executor.ReasonKilled, Signal: unix.SignalName(res.Signal)}
-	case res.Signal != 0:
-		return executor.Termination{Reason: executor.ReasonSignal, Signal: unix.SignalName(res.Signal)}
+// sentSignals is the set of signals an /exec_ws client sent: a command
+// that dies of one of them (or whose shell reports it, 128+n) was killed;
+// see executor.Result.Termination, which says why with limits first.
+type sentSignals struct{ bits atomic.Uint64 }
+
+func (s *sentSignals) add(sig syscall.Signal) {
+	if sig >= 1 && sig <= 64 {
+		s.bits.Or(1 << (sig - 1))
 	}
-	return executor.Termination{Reason: executor.ReasonExit}
+}
+
+func (s *sentSignals) has(sig syscall.Signal) bool {
+	return sig >= 1 && sig <= 64 && s.bits.Load()&(1<<(sig-1)) != 0
 }
 
 // execInput reads the client's frames in order: channel 0 is the
@@ -280,14 +280,14 @@ const ttyDrain = 2 * time.Second
 
 // ttyExec is a command on a pseudo-terminal: one output stream, resizable.
 type ttyExec struct {
-	p         *executor.Process
-	master    *os.File
-	ready     chan struct{}
-	done      chan struct{} // closed by output once res is set
-	res       executor.Result
-	timedOut  atomic.Bool
-	signalled atomic.Bool
-	touch     func() // marks the session used; see execSpec.touch
+	p        *executor.Process
+	master   *os.File
+	ready    chan struct{}
+	done     chan struct{} // closed by output once res is set
+	res      executor.Result
+	timedOut atomic.Bool
+	sent     sentSignals
+	touch    func() // marks the session used; see execSpec.touch
 }
 
 // startTTYExec starts spec on a new pseudo-terminal, and ttyOutput to
@@ -295,7 +295,7 @@ type ttyExec struct {
 func (s *Server) startTTYExec(runCtx context.Context, conn *websocket.Conn, connCtx context.Context, spec execSpec, ready chan struct{}) (execution, error) {
 	c := spec.cmd
 	p, master, err := s.runner.StartTTY(executor.TTYCommand{Args: spec.args, Dir: c.Dir, Env: c.Env, BaseEnv: c.BaseEnv,
-		User: c.User, OnStart: c.OnStart, Cols: spec.cols, Rows: spec.rows})
+		User: c.User, OnStart: c.OnStart, Cols: spec.cols, Rows: spec.rows, Limits: c.Limits})
 	if err != nil {
 		return nil, err
 	}
@@ -368,7 +368,7 @@ func (x *ttyExec) begin()                { close(x.ready) }
 func (x *ttyExec) wait() executor.Result { <-x.done; return x.res }
 
 func (x *ttyExec) termination(res executor.Result) executor.Termination {
-	return execTermination(res, x.signalled.Load())
+	return res.Termination(x.sent.has, false)
 }
 
 func (x *ttyExec) input(ctx context.Context, r io.Reader) error {
@@ -389,7 +389,7 @@ func (x *ttyExec) resize(cols, rows uint16) error { return executor.Resize(x.mas
 // signal sends sig to the terminal's foreground job, as typing its key
 // would; to the program's group if that cannot be known.
 func (x *ttyExec) signal(sig syscall.Signal) error {
-	x.signalled.Store(true)
+	x.sent.add(sig)
 	if pgrp, err := executor.ForegroundGroup(x.master); err == nil && pgrp > 0 {
 		if err := syscall.Kill(-pgrp, sig); err == nil || errors.Is(err, syscall.ESRCH) {
 			return nil

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -255,4 +256,50 @@ func TestProcessStatus(t *testing.T) {
 	assert.Equal(t, "process not found: nope", st["error"])
 	code, _ = call(t, ts, "GET", "/process_status", nil)
 	assert.Equal(t, http.StatusBadRequest, code)
+}
+
+// /exec_ws takes limits as /run does, on pipes and on a TTY, with argv as
+// with cmd: the exit message names the limit that fired. Bad limits are
+// refused before anything starts; limits this agent cannot apply are its
+// 501.
+func TestExecWSLimits(t *testing.T) {
+	ts, _ := newTestServer(t, testServer{runner: limitRunner()})
+	dir := t.TempDir()
+	limits := map[string]any{"file_size_bytes": 1048576}
+	for i, req := range []map[string]any{
+		{"cmd": "head -c 10M /dev/zero > f0", "cwd": dir, "limits": limits},
+		{"argv": []string{"sh", "-c", "head -c 10M /dev/zero > f1"}, "cwd": dir, "limits": limits},
+		{"cmd": "head -c 10M /dev/zero > f2", "cwd": dir, "limits": limits, "tty": true},
+	} {
+		w := dialExec(t, ts, req)
+		w.toEnd()
+		assert.Equal(t, map[string]any{"reason": "file_size_limit", "signal": "SIGXFSZ"}, w.termination(), "%v", req)
+		fi, err := os.Stat(filepath.Join(dir, "f"+string(rune('0'+i))))
+		require.NoError(t, err)
+		assert.Equal(t, int64(1<<20), fi.Size(), "%v", req)
+	}
+
+	w := dialExec(t, ts, map[string]any{"argv": []string{"sh", "-c", "exit 3"}, "limits": map[string]any{"cpu_seconds": 10}})
+	w.toEnd()
+	assert.Equal(t, 3, w.code())
+	assert.Equal(t, map[string]any{"reason": "exit"}, w.termination())
+
+	for _, req := range []map[string]any{
+		{"cmd": "true", "limits": map[string]any{"bogus": 1}},
+		{"cmd": "true", "limits": map[string]any{"cpu_seconds": 0}},
+		{"cmd": "true", "tty": true, "limits": map[string]any{"open_files": "x"}},
+	} {
+		w := dialExec(t, ts, req)
+		w.toEnd()
+		assert.Equal(t, websocket.StatusPolicyViolation, w.close, "%v", req)
+		require.NotNil(t, w.refusal, "%v", req)
+		assert.Equal(t, 400.0, w.refusal["status"], "%v", req)
+		assert.Zero(t, w.pid, "%v: started", req)
+	}
+	w = dialExec(t, ts, map[string]any{"cmd": "true", "limits": map[string]any{"memory_bytes": 64 << 20}})
+	w.toEnd()
+	require.NotNil(t, w.refusal)
+	assert.Equal(t, 501.0, w.refusal["status"])
+	assert.Equal(t, memoryLimitError, w.refusal["error"])
+	assert.Zero(t, w.pid)
 }

@@ -70,7 +70,7 @@ func (s *Server) newMCP() *mcp.Server {
 	return m
 }
 
-const mcpInstructions = "Tools to work inside a sandbox: files and background processes. " +
+const mcpInstructions = "Tools to work inside a sandbox: commands, files and background processes. " +
 	"Paths are absolute or relative to the agent's working directory."
 
 // logToolCall writes the one log line of a tool call: never its arguments,

@@ -12,8 +12,8 @@ import (
 )
 
 // ExecFuncs are what the exec and exec_poll tools stand on: /run with
-// yield_ms, and /poll_process. They are not in this tree yet; until they
-// are wired (Deps.Exec), both tools are absent, never stubs.
+// yield_ms, and /poll_process (see Server.ExecFuncs, which the agent
+// wires as Deps.Exec). Without them both tools are absent, never stubs.
 type ExecFuncs struct {
 	// Start starts c and waits until it ends or c.Yield passes. A command
 	// that cannot start is an error, whose text the model reads.
@@ -29,6 +29,11 @@ type ExecStart struct {
 	Env               map[string]string
 	Timeout           time.Duration // 0: none
 	Yield             time.Duration
+	// MaxOutput is the tool's max_output_bytes (0: its default): a
+	// command that ended within Yield and whose output fits is forgotten
+	// at once, as /run's; one whose output is cut stays readable by
+	// process_logs.
+	MaxOutput int
 }
 
 // ExecPoll is a poll for ExecFuncs.Poll.
@@ -92,7 +97,7 @@ func execTools(fns ExecFuncs) []mcp.Tool {
 				MaxOutput         int  `json:"max_output_bytes"`
 			}](raw)
 			st, err := fns.Start(ctx, ExecStart{Cmd: a.Cmd, Cwd: a.Cwd, Session: a.Session, Env: a.Env,
-				Timeout: time.Duration(a.Timeout) * time.Second, Yield: toolYield(a.YieldMS)})
+				Timeout: time.Duration(a.Timeout) * time.Second, Yield: toolYield(a.YieldMS), MaxOutput: a.MaxOutput})
 			if err != nil {
 				return mcp.Errorf("the command could not start: " + err.Error())
 			}

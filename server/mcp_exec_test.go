@@ -1,8 +1,6 @@
 package server
 
 import (
-	"bytes"
-	"context"
 	"strconv"
 	"strings"
 	"testing"
@@ -10,66 +8,13 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/sandbox-executor/sandbox-executor/executor"
-	"github.com/sandbox-executor/sandbox-executor/procs"
 )
 
-// procsExec is ExecFuncs over today's background processes, standing in
-// for /run's yield_ms and /poll_process until they land: real processes,
-// real output, lines as the cursor.
-func procsExec(reg *procs.Registry) ExecFuncs {
-	read := func(ctx context.Context, p *procs.Process, after int64, yield time.Duration) ExecState {
-		select {
-		case <-p.Done():
-		case <-time.After(yield):
-		case <-ctx.Done():
-		}
-		sub := p.Subscribe(uint64(after))
-		defer sub.Close()
-		st := ExecState{ProcessID: p.ID, Cursor: after}
-		var out bytes.Buffer
-		for {
-			lines, _, _ := sub.Read(make([]procs.Line, 0, 256))
-			if len(lines) == 0 {
-				break
-			}
-			for _, l := range lines {
-				out.Write(l.Data)
-				out.WriteByte('\n')
-				st.Cursor = int64(l.Seq)
-			}
-		}
-		info := p.Info()
-		st.Output, st.Running, st.ExitCode = out.Bytes(), info.Status == procs.StatusRunning, info.ExitCode
-		return st
-	}
-	return ExecFuncs{
-		Start: func(ctx context.Context, c ExecStart) (ExecState, error) {
-			p, err := reg.Start(executor.Command{Cmd: c.Cmd, Dir: c.Cwd, Env: c.Env})
-			if err != nil {
-				return ExecState{}, err
-			}
-			return read(ctx, p, 0, c.Yield), nil
-		},
-		Poll: func(ctx context.Context, q ExecPoll) (ExecState, error) {
-			p, err := reg.Get(q.ProcessID)
-			if err != nil {
-				return ExecState{}, err
-			}
-			return read(ctx, p, *q.Cursor, q.Yield), nil
-		},
-	}
-}
-
-// exec and exec_poll, once wired: the Go SDK's client checks every
-// structuredContent against the declared outputSchema.
+// exec and exec_poll over the agent's own /run yield_ms and
+// /poll_process: the Go SDK's client checks every structuredContent
+// against the declared outputSchema.
 func TestMCPExecTools(t *testing.T) {
-	ts, _ := newTestServer(t, testServer{setup: func(s *Server) {
-		fns := procsExec(s.procs)
-		s.exec = &fns
-		s.mcp = s.newMCP()
-	}})
+	ts, _ := newTestServer(t, testServer{})
 	cs := connectSDK(t, ts.URL, "")
 
 	res := callSDK(t, cs, "exec", map[string]any{"cmd": "echo hi"})
@@ -107,4 +52,36 @@ func TestMCPExecTools(t *testing.T) {
 		all.WriteString(strconv.Itoa(i) + "\n")
 	}
 	assert.Equal(t, all.String(), logs["output"], "the whole output is readable by process_logs")
+}
+
+// exec and exec_poll are /run's yield_ms and /poll_process: the handle is
+// a process /poll_process reads too, a cursor is a byte offset, stderr
+// comes in its place among stdout (as read: two pipes are ordered only
+// in time), a command that ended with its whole
+// output is not left listed, and an unknown id is an error result.
+func TestMCPExecIsRunYield(t *testing.T) {
+	ts, _ := newTestServer(t, testServer{})
+	cs := connectSDK(t, ts.URL, "")
+
+	got := structured(t, callSDK(t, cs, "exec", map[string]any{"cmd": "echo a; sleep 0.2; echo b >&2; sleep 0.2; echo c"}))
+	assert.Equal(t, "a\nb\nc\n", got["output"])
+	_, list := call(t, ts, "GET", "/list_processes", nil)
+	assert.Empty(t, list["processes"], "an exec that ended within yield_ms is nobody's background process")
+
+	got = structured(t, callSDK(t, cs, "exec", map[string]any{"cmd": "printf 'name? '; sleep 1; echo done", "yield_ms": 300}))
+	require.Equal(t, "running", got["status"])
+	assert.Equal(t, "name? ", got["output"], "a prompt without a newline is returned")
+	assert.EqualValues(t, 6, got["cursor"])
+	id := got["process_id"].(string)
+	code, body := call(t, ts, "POST", "/poll_process", map[string]any{"id": id, "cursor": 0, "yield_ms": 5000})
+	require.Equal(t, 200, code, body)
+	assert.Equal(t, "name? done\n", body["stdout"])
+	got = structured(t, callSDK(t, cs, "exec_poll", map[string]any{"process_id": id, "cursor": 6}))
+	assert.Equal(t, "exited", got["status"])
+	assert.Equal(t, "done\n", got["output"])
+	assert.EqualValues(t, 0, got["exit_code"])
+
+	res := callSDK(t, cs, "exec_poll", map[string]any{"process_id": "no-such-process"})
+	assert.True(t, res.IsError)
+	assert.Contains(t, textOf(res), "no-such-process")
 }

@@ -15,13 +15,12 @@ import (
 
 // The MCP tools. Each calls what its HTTP endpoint calls (files, procs),
 // for the agent's own user. exec and exec_poll (mcp_exec.go) stand on
-// /run's yield_ms and /poll_process through Deps.Exec, absent until wired.
+// /run's yield_ms and /poll_process through Server.exec (mcp_exec_run.go).
 
 // mcpToolNames returns the names of every tool, in the order offered:
-// what -mcp-tools may name. exec and exec_poll join it, first, once the
-// agent wires Deps.Exec.
+// what -mcp-tools may name.
 func mcpToolNames() []string {
-	return []string{"read_file", "write_file", "list_dir", "process_list", "process_kill", "process_logs", "preview_url"}
+	return []string{"exec", "exec_poll", "read_file", "write_file", "list_dir", "process_list", "process_kill", "process_logs", "preview_url"}
 }
 
 func (s *Server) mcpTools() []mcp.Tool {

@@ -3,7 +3,6 @@ package server
 import (
 	"errors"
 	"net/http"
-	"syscall"
 
 	"github.com/sandbox-executor/sandbox-executor/executor"
 	"github.com/sandbox-executor/sandbox-executor/procs"
@@ -52,25 +51,8 @@ func (s *Server) handleProcessStatus(w http.ResponseWriter, r *http.Request) err
 		st.Ready = &rs.Ready
 	}
 	if info.Result != nil {
-		t := processTermination(info)
-		st.Termination = &t
+		st.Termination = p.LastTermination()
 	}
 	encode(w, http.StatusOK, st)
 	return nil
-}
-
-// processTermination is why a finished background process ended: killed
-// when a signal sent through kill_process ended it, else as for any
-// command with limits.
-func processTermination(info procs.Info) executor.Termination {
-	if _, ok := executor.LimitTermination(*info.Result); !ok && info.Status == procs.StatusKilled {
-		t := executor.Termination{Reason: executor.ReasonKilled}
-		if sig := info.Result.Signal; sig != 0 {
-			t.Signal = procs.SignalName(sig)
-		} else if c := info.Result.Code; c > 128 {
-			t.Signal = procs.SignalName(syscall.Signal(c - 128))
-		}
-		return t
-	}
-	return limitedTermination(*info.Result)
 }

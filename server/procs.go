@@ -27,6 +27,9 @@ func (s *Server) handleProcessStart(w http.ResponseWriter, r *http.Request) erro
 	if err != nil {
 		return err
 	}
+	if err := req.checkRunOnly(); err != nil {
+		return err
+	}
 	c, err := req.command()
 	if err != nil {
 		return err

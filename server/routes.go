@@ -64,6 +64,7 @@ func (s *Server) routes() {
 
 	r.Handle("/write_stdin", s.wrap(s.handleStdinWrite)).Methods(post)
 	r.Handle("/close_stdin", s.wrap(s.handleStdinClose)).Methods(post)
+	r.Handle("/poll_process", s.wrap(s.handleProcessPoll)).Methods(post)
 
 	r.Handle("/write_file", s.wrap(s.handleFileWrite)).Methods(post)
 	r.Handle("/read_file", s.wrap(s.handleFileRead)).Methods(post)

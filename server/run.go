@@ -5,10 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -20,9 +18,12 @@ import (
 
 // commandRequest is the body of /run, /run_streaming and /start_process.
 type commandRequest struct {
-	Cmd string            `json:"cmd"`
-	Cwd string            `json:"cwd"`
-	Env map[string]string `json:"env"`
+	Cmd string `json:"cmd"`
+	// Argv, if present, is run in place of Cmd, with no shell; see
+	// commandOf.
+	Argv []string          `json:"argv"`
+	Cwd  string            `json:"cwd"`
+	Env  map[string]string `json:"env"`
 	// Timeout is in seconds; absent or zero means none. Clients send it
 	// beyond the document.
 	Timeout *float64 `json:"timeout"`
@@ -37,7 +38,7 @@ type commandRequest struct {
 	// Input is written to the command's stdin; see stdin.go.
 	Input string `json:"input"`
 	// Stdin keeps a background process's stdin open for /write_stdin;
-	// /run and /run_streaming refuse it.
+	// /run refuses it without YieldMS, and /run_streaming always.
 	Stdin bool `json:"stdin"`
 	// Limits bound what the command may use; see parseLimits.
 	Limits json.RawMessage `json:"limits"`
@@ -50,20 +51,65 @@ type commandRequest struct {
 	// Name, for /start_process, names the process; /run and
 	// /run_streaming refuse it.
 	Name string `json:"name"`
+	// YieldMS, on /run, is how long the reply waits for the command before
+	// it hands it over as a background process; see handleRunYield.
+	YieldMS *float64 `json:"yield_ms"`
+	// MaxOutputBytes, on /run, caps each stream of the reply; see clipOutput.
+	MaxOutputBytes *int `json:"max_output_bytes"`
+	// Termination asks /run_streaming's complete event for termination.
+	Termination bool `json:"termination"`
+}
+
+// checkRunOnly refuses the fields only /run takes.
+func (req commandRequest) checkRunOnly() error {
+	if req.YieldMS != nil || req.MaxOutputBytes != nil {
+		return errorf(http.StatusBadRequest, "yield_ms and max_output_bytes are for /run only")
+	}
+	return nil
+}
+
+// checkNoProcessOptions refuses the fields only /start_process takes, for
+// /run (with or without yield_ms) and /run_streaming.
+func (req commandRequest) checkNoProcessOptions() error {
+	if len(req.Ready) > 0 && string(req.Ready) != "null" {
+		return errorf(http.StatusBadRequest, "ready is for /start_process only: use /wait_for_port")
+	}
+	if len(req.Restart) > 0 && string(req.Restart) != "null" {
+		return errorf(http.StatusBadRequest, "restart is for /start_process only")
+	}
+	if req.Name != "" {
+		return errorf(http.StatusBadRequest, "name is for /start_process only")
+	}
+	return nil
 }
 
 // command validates req and returns the command it asks for.
 func (req commandRequest) command() (executor.Command, error) {
-	if req.Cmd == "" {
-		return executor.Command{}, errorf(http.StatusBadRequest, "cmd is required")
+	c, err := commandOf(req.Cmd, req.Argv)
+	if err != nil {
+		return c, err
 	}
-	c := executor.Command{Cmd: req.Cmd, Dir: req.Cwd, Env: req.Env, Input: req.Input, Stdin: req.Stdin}
-	var err error
+	c.Dir, c.Env, c.Input, c.Stdin = req.Cwd, req.Env, req.Input, req.Stdin
 	if c.Limits, err = parseLimits(req.Limits); err != nil {
 		return c, err
 	}
 	c.Timeout, err = seconds("timeout", req.Timeout)
 	return c, err
+}
+
+// commandOf returns the command of a request's cmd and argv, exactly one
+// of which must be given: argv absent (or null) is nil, and an empty array
+// is not absent. /exec_ws shares it with /run.
+func commandOf(cmd string, argv []string) (executor.Command, error) {
+	switch {
+	case argv == nil && cmd == "":
+		return executor.Command{}, errorf(http.StatusBadRequest, "cmd is required")
+	case argv != nil && cmd != "":
+		return executor.Command{}, errorf(http.StatusBadRequest, "give cmd or argv, not both")
+	case argv != nil && (len(argv) == 0 || argv[0] == ""):
+		return executor.Command{}, errorf(http.StatusBadRequest, "argv must be a non-empty array of strings whose first names a program")
+	}
+	return executor.Command{Cmd: cmd, Argv: argv}, nil
 }
 
 // seconds returns the duration of field, a number of seconds; nil is 0.
@@ -90,6 +136,14 @@ func (s *Server) decodeCommand(w http.ResponseWriter, r *http.Request, foregroun
 	if err != nil {
 		return executor.Command{}, nil, err
 	}
+	if err := req.checkRunOnly(); err != nil {
+		return executor.Command{}, nil, err
+	}
+	return s.requestCommand(req, foreground)
+}
+
+// requestCommand is decodeCommand once the body is decoded.
+func (s *Server) requestCommand(req commandRequest, foreground bool) (executor.Command, *sessions.Call, error) {
 	c, err := req.command()
 	if err != nil {
 		return c, nil, err
@@ -98,14 +152,8 @@ func (s *Server) decodeCommand(w http.ResponseWriter, r *http.Request, foregroun
 		if err := checkNoStdin(c); err != nil {
 			return c, nil, err
 		}
-		if len(req.Ready) > 0 && string(req.Ready) != "null" {
-			return c, nil, errorf(http.StatusBadRequest, "ready is for /start_process only: use /wait_for_port")
-		}
-		if len(req.Restart) > 0 && string(req.Restart) != "null" {
-			return c, nil, errorf(http.StatusBadRequest, "restart is for /start_process only")
-		}
-		if req.Name != "" {
-			return c, nil, errorf(http.StatusBadRequest, "name is for /start_process only")
+		if err := req.checkNoProcessOptions(); err != nil {
+			return c, nil, err
 		}
 	}
 	return s.sessionCommand(req.Session, string(req.User), c, foreground)
@@ -138,14 +186,30 @@ func timeoutMessage(timeout time.Duration) string {
 // with its output. If the client leaves, the command's group is killed.
 // A session's command commits its state before the reply.
 func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) error {
-	c, call, err := s.decodeCommand(w, r, true)
+	req, err := decode[commandRequest](w, r, s.cfg.MaxBody)
+	if err != nil {
+		return err
+	}
+	budget, err := outputBudget(req.MaxOutputBytes)
+	if err != nil {
+		return err
+	}
+	if req.YieldMS != nil {
+		return s.handleRunYield(w, r, req, budget)
+	}
+	c, call, err := s.requestCommand(req, true)
 	if err != nil {
 		return err
 	}
 	timeout, limited := c.Timeout, !c.Limits.IsZero()
 	// c is not kept: its input is the command's to hold until written,
 	// which the input budget counts (see executor.Runner.MaxInput).
-	out, err := s.runner.Run(r.Context(), c)
+	var out executor.Output
+	if budget > 0 {
+		out, err = s.runner.RunCapped(r.Context(), c, budget)
+	} else {
+		out, err = s.runner.Run(r.Context(), c)
+	}
 	if err != nil {
 		_ = call.Finish(nil) // nothing ran, nothing to commit
 		return startError(err)
@@ -161,89 +225,15 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) error {
 	case out.Code != 0:
 		msg = "Non-zero exit code" // the first implementation's words, which clients match
 	}
+	var more []byte
+	if budget > 0 || limited {
+		t := out.Termination(nil, false) // nothing can signal a /run
+		more = appendRunExtra(nil, &t, out.Omitted, 0, nil)
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
-	var term *executor.Termination
-	if limited {
-		t := limitedTermination(out.Result)
-		term = &t
-	}
-	_ = writeRunReply(w, &out, msg, sessionErr, term) // an error here means the client left
+	_ = writeRunReplyMore(w, &out, msg, sessionErr, more) // an error here means the client left
 	return nil
-}
-
-// smallReply is the most output that writeRunReply escapes into one buffer
-// (at most six times as many bytes) rather than streaming it.
-const smallReply = 8 << 10
-
-// writeRunReply writes the JSON body of a /run reply to w:
-//
-//	{"stdout":"...","stderr":"...","error":"...","code":N,"truncated":true,"session_error":"..."}
-//
-// with error only when msg is not empty, truncated only when true and
-// session_error only when sessionErr is not empty, termination only when
-// term is not nil (a command with limits), followed by a newline, as encoding/json's Encoder would write it, except
-// that '<', '>' and '&' are not escaped (as in /run_streaming's events).
-// Output is escaped straight from out's buffers in bounded pieces (see
-// sse.JSONString): however large the output, and escaping can make it six
-// times larger, the reply is never built whole.
-func writeRunReply(w io.Writer, out *executor.Output, msg, sessionErr string, term *executor.Termination) error {
-	if len(out.Stdout)+len(out.Stderr) <= smallReply {
-		b := make([]byte, 0, 64+len(msg)+2*(len(out.Stdout)+len(out.Stderr)))
-		b = append(b, `{"stdout":`...)
-		b = sse.AppendJSONString(b, out.Stdout)
-		b = append(b, `,"stderr":`...)
-		b = sse.AppendJSONString(b, out.Stderr)
-		b = appendRunReplyEnd(b, out, msg, sessionErr, term)
-		_, err := w.Write(b)
-		return err
-	}
-	if _, err := io.WriteString(w, `{"stdout":`); err != nil {
-		return err
-	}
-	if err := writeJSONString(w, out.Stdout); err != nil {
-		return err
-	}
-	if _, err := io.WriteString(w, `,"stderr":`); err != nil {
-		return err
-	}
-	if err := writeJSONString(w, out.Stderr); err != nil {
-		return err
-	}
-	_, err := w.Write(appendRunReplyEnd(nil, out, msg, sessionErr, term))
-	return err
-}
-
-// appendRunReplyEnd appends the fields of a /run reply after stderr, and
-// the closing brace and newline.
-func appendRunReplyEnd(b []byte, out *executor.Output, msg, sessionErr string, term *executor.Termination) []byte {
-	if msg != "" {
-		b = append(b, `,"error":`...)
-		b = sse.AppendJSONString(b, []byte(msg))
-	}
-	b = append(b, `,"code":`...)
-	b = strconv.AppendInt(b, int64(out.Code), 10)
-	if out.Truncated {
-		b = append(b, `,"truncated":true`...)
-	}
-	if sessionErr != "" {
-		b = append(b, `,"session_error":`...)
-		b = sse.AppendJSONString(b, []byte(sessionErr))
-	}
-	if term != nil {
-		t, _ := json.Marshal(term) // a struct of strings: it cannot fail
-		b = append(append(b, `,"termination":`...), t...)
-	}
-	return append(b, "}\n"...)
-}
-
-// writeJSONString writes p to w as one JSON string, in bounded pieces.
-func writeJSONString(w io.Writer, p []byte) error {
-	j := sse.NewJSONString(w)
-	if _, err := j.Write(p); err != nil {
-		return err
-	}
-	return j.Close()
 }
 
 // handleRunStreaming serves POST /run_streaming: output events as lines
@@ -254,6 +244,9 @@ func writeJSONString(w io.Writer, p []byte) error {
 func (s *Server) handleRunStreaming(w http.ResponseWriter, r *http.Request) error {
 	req, err := decode[commandRequest](w, r, s.cfg.MaxBody)
 	if err != nil {
+		return err
+	}
+	if err := req.checkRunOnly(); err != nil {
 		return err
 	}
 	c, err := req.command()
@@ -269,7 +262,8 @@ func (s *Server) handleRunStreaming(w http.ResponseWriter, r *http.Request) erro
 	}
 	// Neither req nor c is kept once the command has started: its input
 	// is the command's to hold until written (see executor.Runner.MaxInput).
-	pings, timeout, limited := wantsPings(r, req), c.Timeout, !c.Limits.IsZero()
+	pings, timeout := wantsPings(r, req), c.Timeout
+	wantTermination := req.Termination || !c.Limits.IsZero()
 	// A client that stalls past the stall timeout has not closed the
 	// connection, so r.Context() lives on: the stream ends the command
 	// itself when a write fails.
@@ -312,19 +306,20 @@ func (s *Server) handleRunStreaming(w http.ResponseWriter, r *http.Request) erro
 				// SessionError says why a session's command left its state
 				// uncommitted (the session environment budget).
 				SessionError string `json:"session_error,omitempty"`
-				// Termination is given to a command that had limits.
+				// Termination, when the request asked for it or the
+				// command had limits.
 				Termination *executor.Termination `json:"termination,omitempty"`
 			}
 			done := complete{Code: res.Code, Error: res.Code != 0, Truncated: res.Truncated}
+			if wantTermination {
+				t := res.Termination(nil, false) // nothing can signal it; a client gone reads nothing
+				done.Termination = &t
+			}
 			if err := call.Finish(&res); err != nil {
 				done.SessionError = err.Error()
 			}
 			if res.TimedOut {
 				done.Message = timeoutMessage(timeout)
-			}
-			if limited {
-				t := limitedTermination(res)
-				done.Termination = &t
 			}
 			st.mu.Lock()
 			defer st.mu.Unlock()

@@ -122,8 +122,9 @@ type Deps struct {
 	// Server keeps a Registry of its own with the defaults, the API and
 	// proxy ports of Config reserved, which Close closes.
 	Tunnels *tunnels.Registry
-	// Exec, if not nil, offers the MCP tools exec and exec_poll over it;
-	// see ExecFuncs.
+	// Exec, if not nil, is what the MCP tools exec and exec_poll stand
+	// on; if nil, the Server's own /run yield_ms and /poll_process (see
+	// Server.ExecFuncs), given Procs.
 	Exec *ExecFuncs
 	// Search runs /grep and /find_files. If nil, a zero Searcher: Go's
 	// regexp and the agent's own walk, never rg.
@@ -207,6 +208,10 @@ func New(log zerolog.Logger, auth *Auth, deps Deps, cfg Config) *Server {
 	s.watches = watch.NewManager(watch.Options{MaxWatches: cfg.MaxWatches, MaxDirs: cfg.MaxWatchedDirs})
 	if s.checkpoints = deps.Checkpoints; s.checkpoints == nil {
 		s.openOwnCheckpoints()
+	}
+	if s.exec == nil && s.procs != nil && s.runner != nil {
+		fns := s.ExecFuncs()
+		s.exec = &fns
 	}
 	if !cfg.MCP.Off {
 		s.mcp = s.newMCP()

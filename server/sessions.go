@@ -127,13 +127,17 @@ func (s *Server) sessionCommand(session, user string, c executor.Command, foregr
 	if c.User, err = s.lookupUser(user); err != nil {
 		return c, nil, err
 	}
-	switch {
-	case session == "":
+	if session == "" {
 		if c.User != nil {
 			c.Env = mergeEnv(c.User.Env(), c.Env)
 		}
 		return c, nil, nil
-	case foreground:
+	}
+	if c.Argv != nil {
+		// The session's shell runs it, so that its state is still kept.
+		c.Cmd, c.Argv = executor.ShellQuote(c.Argv), nil
+	}
+	if foreground {
 		call, err := s.sessions.Call(session, c)
 		if err != nil {
 			return c, nil, err

@@ -69,6 +69,7 @@ func sections() []section {
 		{"contexts", "19: code contexts: a call, a creation, output rate", (*bench).sectionContexts},
 		{"search", "20: /grep and /find_files against grep -rF, rg and find", (*bench).sectionSearch},
 		{"checkpoint", "21: checkpoints of 10,000 files, changes, a watch's latency", (*bench).sectionCheckpoint},
+		{"yield", "22: /run with yield_ms, and a poll with nothing new", (*bench).sectionYield},
 	}
 }
 

@@ -59,3 +59,17 @@ func (l *List[T]) Last() (T, bool) {
 	}
 	return l.items[len(l.items)-1], true
 }
+
+// Remove takes t out of the list, as if it had been forgotten, and
+// reports whether it was there.
+func (l *List[T]) Remove(t T) bool {
+	for i, it := range l.items {
+		if it == t {
+			l.items = append(l.items[:i], l.items[i+1:]...)
+			var zero T
+			l.items[:len(l.items)+1][len(l.items)] = zero // the array must not keep it
+			return true
+		}
+	}
+	return false
+}

@@ -35,3 +35,16 @@ func TestAdd(t *testing.T) {
 	assert.True(t, ok)
 	assert.Equal(t, e, last)
 }
+
+func TestRemove(t *testing.T) {
+	var l List[*item]
+	a, b := &item{name: "a"}, &item{name: "b"}
+	bounds := Bounds[*item]{MaxItems: 10, MaxBytes: 100, Bytes: func(*item) int { return 0 }, Release: func(*item) {}}
+	l.Add(a, bounds)
+	l.Add(b, bounds)
+	assert.True(t, l.Remove(a))
+	assert.False(t, l.Remove(a))
+	assert.Equal(t, 1, l.Len())
+	last, _ := l.Last()
+	assert.Equal(t, b, last)
+}

@@ -2,7 +2,8 @@
 # The official MCP TypeScript SDK's client (mcp_client.mjs): over its
 # Streamable HTTP transport to /mcp, then over its stdio transport through
 # `sandbox-executor mcp`. Each lists the tools (every input schema compiles
-# as JSON Schema 2020-12), writes a file and reads a line range of it,
+# as JSON Schema 2020-12), runs `echo hi` with exec and a command that
+# yields with exec then exec_poll, writes a file and reads a line range of it,
 # lists a directory, kills a background process, is refused an unknown
 # tool, and reports a wrong token as a 401.
 # shellcheck source-path=SCRIPTDIR source=lib.sh

@@ -48,6 +48,18 @@ for (const t of tools) {
 }
 
 const text = (r) => r.content.map((c) => c.text).join("");
+// exec and exec_poll: /run with yield_ms and /poll_process.
+let e = await client.callTool({ name: "exec", arguments: { cmd: "echo hi" } });
+check(!e.isError && e.structuredContent.status === "exited" && e.structuredContent.exit_code === 0 &&
+  e.structuredContent.output === "hi\n", `exec echo hi: ${JSON.stringify(e)}`);
+e = await client.callTool({ name: "exec", arguments: { cmd: "sleep 3; echo done", yield_ms: 500 } });
+check(e.structuredContent.status === "running" && e.structuredContent.process_id, `exec that yields: ${JSON.stringify(e)}`);
+const execId = e.structuredContent.process_id;
+for (let i = 0; i < 10 && e.structuredContent.status === "running"; i++) {
+  e = await client.callTool({ name: "exec_poll", arguments: { process_id: execId, yield_ms: 1000 } });
+}
+check(e.structuredContent.status === "exited" && e.structuredContent.exit_code === 0 && e.structuredContent.output === "done\n",
+  `exec_poll until done: ${JSON.stringify(e)}`);
 const dir = mkdtempSync(join(tmpdir(), "mcp-ts-"));
 const path = join(dir, "notes.txt");
 let r = await client.callTool({ name: "write_file", arguments: { path, content: "a\nb\nc\nd\ne\n" } });
@@ -88,5 +100,5 @@ await bad.close().catch(() => {});
 check(refused && (refused.code === 401 || String(refused.message).includes("401")),
   `a wrong token is reported as 401: ${refused}`);
 
-console.log(`${mode}: ${tools.length} tools with valid schemas; write_file, read_file lines 2-4, list_dir, ` +
+console.log(`${mode}: ${tools.length} tools with valid schemas; exec, exec with yield_ms then exec_poll, write_file, read_file lines 2-4, list_dir, ` +
   `process_kill, an unknown tool refused; a wrong token refused with 401`);
