@@ -94,7 +94,7 @@ func (s *Server) pollWatch(w http.ResponseWriter, r *http.Request, k *watch.Kept
 		evs, wake := k.Watch.Read(nil, cursor, watchBatch)
 		if len(evs) > 0 {
 			k.Touch()
-			encode(w, http.StatusOK, pollReply(evs))
+			encode(w, http.StatusOK, watchEventsReply(evs))
 			return nil
 		}
 		select {
@@ -110,7 +110,7 @@ func (s *Server) pollWatch(w http.ResponseWriter, r *http.Request, k *watch.Kept
 	}
 }
 
-func pollReply(evs []watch.Event) map[string]any {
+func watchEventsReply(evs []watch.Event) map[string]any {
 	type item struct {
 		ID   uint64 `json:"id"`
 		Type string `json:"type"`
