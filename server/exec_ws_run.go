@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"os"
@@ -14,7 +13,6 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/sandbox-executor/sandbox-executor/executor"
-	"github.com/sandbox-executor/sandbox-executor/procs"
 )
 
 // execution is one /exec_ws command: on pipes (pipeExec) or on a
@@ -159,7 +157,7 @@ func execInput(ctx context.Context, wg *sync.WaitGroup, conn *websocket.Conn, x 
 			} else {
 				var b []byte
 				if b, err = io.ReadAll(r); err == nil { // the read limit bounds it
-					err = execControl(x, b)
+					err = applyControl(execTarget{x}, b, "send stdin as binary frames on channel 0")
 				}
 			}
 		}
@@ -235,44 +233,17 @@ func execFrame(ctx context.Context, x execution, r io.Reader) error {
 	return protocolErrorf("channel %d is not the client's: send stdin on 0, close on 255", ch[0])
 }
 
-// execControl applies one control message: resize or signal.
-func execControl(x execution, data []byte) error {
-	var m struct {
-		Type   string         `json:"type"`
-		Cols   *int           `json:"cols"`
-		Rows   *int           `json:"rows"`
-		Signal stringOrNumber `json:"signal"`
-	}
-	if err := json.Unmarshal(data, &m); err != nil {
-		return protocolErrorf("text frames are JSON control messages; send stdin as binary frames on channel 0")
-	}
-	switch m.Type {
-	case "resize":
-		if m.Cols == nil || m.Rows == nil {
-			return protocolErrorf("resize needs cols and rows")
-		}
-		cols, err := terminalSize("cols", m.Cols, 0)
-		if err != nil {
-			return protocolErrorf("%s", err.Error())
-		}
-		rows, err := terminalSize("rows", m.Rows, 0)
-		if err != nil {
-			return protocolErrorf("%s", err.Error())
-		}
-		_ = x.resize(cols, rows) // a terminal that has just ended cannot be sized: no matter
-		return nil
-	case "signal":
-		if m.Signal == "" {
-			return protocolErrorf("signal needs a signal, such as \"SIGINT\"")
-		}
-		sig, err := procs.ParseSignal(string(m.Signal))
-		if err != nil {
-			return protocolErrorf("%s", err.Error())
-		}
-		return x.signal(sig)
-	}
-	return protocolErrorf("unknown control message type %q", m.Type)
+// execTarget is a command of /exec_ws as control messages act on it.
+type execTarget struct{ x execution }
+
+// resize sizes the command's terminal; one that has just ended cannot be
+// sized, which is no matter.
+func (c execTarget) resize(cols, rows uint16) error {
+	_ = c.x.resize(cols, rows)
+	return nil
 }
+
+func (c execTarget) signal(sig syscall.Signal) error { return c.x.signal(sig) }
 
 // ttyDrain bounds how long a TTY command's output is still read after
 // its program has exited, for background jobs that keep the terminal open.

@@ -8,11 +8,11 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/coder/websocket"
 
-	"github.com/sandbox-executor/sandbox-executor/procs"
 	"github.com/sandbox-executor/sandbox-executor/terminals"
 )
 
@@ -191,7 +191,7 @@ func terminalInput(ctx context.Context, wg *sync.WaitGroup, conn *websocket.Conn
 			if typ == websocket.MessageBinary {
 				_, err = t.Write(ctx, data)
 			} else {
-				err = terminalControl(t, data)
+				err = applyControl(terminalTarget{t}, data, "send input as binary frames")
 			}
 			if errors.Is(err, terminals.ErrNotRunning) {
 				err = nil
@@ -204,42 +204,11 @@ func terminalInput(ctx context.Context, wg *sync.WaitGroup, conn *websocket.Conn
 	}
 }
 
-// terminalControl applies one control message: resize or signal.
-func terminalControl(t *terminals.Terminal, data []byte) error {
-	var m struct {
-		Type   string         `json:"type"`
-		Cols   *int           `json:"cols"`
-		Rows   *int           `json:"rows"`
-		Signal stringOrNumber `json:"signal"`
-	}
-	if err := json.Unmarshal(data, &m); err != nil {
-		return protocolErrorf("text frames are JSON control messages; send input as binary frames")
-	}
-	switch m.Type {
-	case "resize":
-		if m.Cols == nil || m.Rows == nil {
-			return protocolErrorf("resize needs cols and rows")
-		}
-		cols, err := terminalSize("cols", m.Cols, 0)
-		if err == nil {
-			var rows uint16
-			if rows, err = terminalSize("rows", m.Rows, 0); err == nil {
-				return t.Resize(cols, rows)
-			}
-		}
-		return protocolErrorf("%s", err.Error())
-	case "signal":
-		if m.Signal == "" {
-			return protocolErrorf("signal needs a signal, such as \"SIGINT\"")
-		}
-		sig, err := procs.ParseSignal(string(m.Signal))
-		if err != nil {
-			return protocolErrorf("%s", err.Error())
-		}
-		return t.Signal(sig)
-	}
-	return protocolErrorf("unknown control message type %q", m.Type)
-}
+// terminalTarget is a terminal as control messages act on it.
+type terminalTarget struct{ t *terminals.Terminal }
+
+func (c terminalTarget) resize(cols, rows uint16) error  { return c.t.Resize(cols, rows) }
+func (c terminalTarget) signal(sig syscall.Signal) error { return c.t.Signal(sig) }
 
 // pingClient pings the client every interval and calls drop if a ping is
 // not answered within timeout: a client that stops answering is dropped.

@@ -4,9 +4,11 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"github.com/sandbox-executor/sandbox-executor/procs"
 	"net/http"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/coder/websocket"
@@ -148,4 +150,51 @@ func writeWithReason(w http.ResponseWriter, r *http.Request, code int, reason st
 	_ = conn.SetWriteDeadline(time.Now().Add(connlimit.LingerTimeout)) // a client that reads nothing must not hold the handler
 	_ = brw.Flush()                                                    // an error means the client left
 	return true
+}
+
+// controlTarget is what a WebSocket's JSON control messages act on: a
+// terminal, or a command of /exec_ws.
+type controlTarget interface {
+	resize(cols, rows uint16) error
+	signal(sig syscall.Signal) error
+}
+
+// applyControl applies one control message, resize or signal, to c.
+// input says how the stream's input is sent, for the error about a text
+// frame that is not a control message.
+func applyControl(c controlTarget, data []byte, input string) error {
+	var m struct {
+		Type   string         `json:"type"`
+		Cols   *int           `json:"cols"`
+		Rows   *int           `json:"rows"`
+		Signal stringOrNumber `json:"signal"`
+	}
+	if err := json.Unmarshal(data, &m); err != nil {
+		return protocolErrorf("text frames are JSON control messages; %s", input)
+	}
+	switch m.Type {
+	case "resize":
+		if m.Cols == nil || m.Rows == nil {
+			return protocolErrorf("resize needs cols and rows")
+		}
+		cols, err := terminalSize("cols", m.Cols, 0)
+		if err != nil {
+			return protocolErrorf("%s", err.Error())
+		}
+		rows, err := terminalSize("rows", m.Rows, 0)
+		if err != nil {
+			return protocolErrorf("%s", err.Error())
+		}
+		return c.resize(cols, rows)
+	case "signal":
+		if m.Signal == "" {
+			return protocolErrorf("signal needs a signal, such as \"SIGINT\"")
+		}
+		sig, err := procs.ParseSignal(string(m.Signal))
+		if err != nil {
+			return protocolErrorf("%s", err.Error())
+		}
+		return c.signal(sig)
+	}
+	return protocolErrorf("unknown control message type %q", m.Type)
 }
