@@ -231,13 +231,7 @@ func (x *ExecConn) Signal(ctx context.Context, sig string) error {
 	return x.control(ctx, map[string]any{"type": "signal", "signal": sig})
 }
 
-func (x *ExecConn) control(ctx context.Context, v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	return x.ws.Write(ctx, websocket.MessageText, b)
-}
+func (x *ExecConn) control(ctx context.Context, v any) error { return writeControl(ctx, x.ws, v) }
 
 // Close closes the connection; a command still running is killed.
 func (x *ExecConn) Close() error {

@@ -260,12 +260,16 @@ func (t *TerminalConn) Signal(ctx context.Context, sig string) error {
 	return t.control(ctx, map[string]any{"type": "signal", "signal": sig})
 }
 
-func (t *TerminalConn) control(ctx context.Context, v any) error {
+func (t *TerminalConn) control(ctx context.Context, v any) error { return writeControl(ctx, t.ws, v) }
+
+// writeControl sends v as a JSON control message, a text frame, as
+// /terminal_ws and /exec_ws take them.
+func writeControl(ctx context.Context, ws *websocket.Conn, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
-	return t.ws.Write(ctx, websocket.MessageText, b)
+	return ws.Write(ctx, websocket.MessageText, b)
 }
 
 // Ping sends a WebSocket ping and waits for the agent's pong: a round
