@@ -90,7 +90,7 @@ func (o options) newAgent(ctx context.Context, cfg config, getenv func(string) s
 	a.procs = procs.NewRegistry(runner, popts)
 	a.terms = terminals.NewRegistry(runner, terminals.Options{})
 	a.contexts = contexts.NewRegistry(runner, contexts.Options{MaxContexts: cfg.maxContexts})
-	o.setMemoryLimit(log, getenv, memoryBudgets{logs: int64(a.procs.LogBudget()), input: runner.InputBudget(), sessionEnvs: sess.EnvBudget()})
+	o.setMemoryLimit(log, getenv, a.procs.LogBudget())
 	// The agent's own ports are never forwarded to: the proxy bound to
 	// itself would loop on its first connection.
 	a.fwd = &proxy.Forwarder{Log: log, Reserved: []int{apiPort, proxyPort}}

@@ -609,10 +609,9 @@ func TestParseSize(t *testing.T) {
 func TestMemoryLimit(t *testing.T) {
 	var got []int64
 	o := options{memoryLimit: func(n int64) int64 { got = append(got, n); return 0 }}
-	budgets := memoryBudgets{logs: 64 << 20, input: 32 << 20, sessionEnvs: 16 << 20}
-	o.setMemoryLimit(zerolog.Nop(), getenv(nil), budgets)
-	assert.Equal(t, []int64{2*64<<20 + 32<<20 + 16<<20 + memoryHeadroom}, got)
-	o.setMemoryLimit(zerolog.Nop(), getenv(map[string]string{"GOMEMLIMIT": "1GiB"}), budgets)
+	o.setMemoryLimit(zerolog.Nop(), getenv(nil), 64<<20)
+	assert.Equal(t, []int64{2*64<<20 + memoryHeadroom}, got)
+	o.setMemoryLimit(zerolog.Nop(), getenv(map[string]string{"GOMEMLIMIT": "1GiB"}), 64<<20)
 	assert.Len(t, got, 1, "GOMEMLIMIT wins")
 }
 
