@@ -381,7 +381,10 @@ func TestExecWSSession(t *testing.T) {
 	w.toEnd()
 	assert.Equal(t, "/ kept\n", string(w.stdout))
 
-	w = dialExec(t, ts, map[string]any{"cmd": "read a; read b; echo \"$PWD $X $b\"", "tty": true, "session": "s"})
+	w = dialExec(t, ts, map[string]any{"cmd": "echo ready; read a; read b; echo \"$PWD $X $b\"", "tty": true, "session": "s"})
+	// Typing starts once the command runs: input typed while the session's
+	// shell is still setting the terminal up may be flushed with it.
+	require.True(t, w.readUntil(func() bool { return strings.Contains(string(w.stdout), "ready") }), string(w.stdout))
 	for i := range 8 { // 0.8 s of typing, past the idle timeout of 0.3 s
 		time.Sleep(100 * time.Millisecond) // typing pace
 		if i == 0 || i == 7 {
