@@ -1,6 +1,7 @@
 package checkpoint
 
 import (
+	"github.com/sandbox-executor/sandbox-executor/search"
 	"io/fs"
 	"os"
 	"path"
@@ -50,10 +51,9 @@ func (m *Manifest) summary() Summary {
 	return Summary{ID: m.ID, Path: m.Path, Name: m.Name, Files: n, Bytes: m.Bytes, CreatedAt: m.CreatedAt}
 }
 
-// DefaultExcludes are the directory names skipped at any depth: the same
-// list as the watches' (watch.DefaultExcludes) and search's, which are to
-// share one.
-var DefaultExcludes = [...]string{".git", "node_modules", "__pycache__", ".venv", "venv", "dist", "build", "target", ".next", ".cache"}
+// DefaultExcludes are the directory names skipped at any depth: search's
+// list, which the watches use too.
+var DefaultExcludes = search.DefaultExcludes()
 
 // excluded reports whether rel (relative to the root, "/"-separated)
 // matches a default exclude by its name or a glob of extra by its base

@@ -1,16 +1,17 @@
 package watch
 
 import (
+	"github.com/sandbox-executor/sandbox-executor/search"
 	"path"
 	"path/filepath"
 	"strings"
 )
 
 // DefaultExcludes are the directory names a watch skips at any depth unless
-// the request says otherwise: version control, dependencies, caches and
-// build output, whose churn drowns what a client wants to see. The search
-// package keeps the same list; the two are to share one.
-var DefaultExcludes = [...]string{".git", "node_modules", "__pycache__", ".venv", "venv", "dist", "build", "target", ".next", ".cache"}
+// the request says otherwise: search's list (version control,
+// dependencies, caches and build output, whose churn drowns what a client
+// wants to see), so that a watch and a search skip the same.
+var DefaultExcludes = search.DefaultExcludes()
 
 // filter decides which paths under root a watch reports. The zero value
 // of its slices means "none".
@@ -23,7 +24,7 @@ type filter struct {
 func newFilter(root string, exclude, include []string, noDefaults bool) filter {
 	f := filter{root: root, include: clean(include)}
 	if !noDefaults {
-		f.exclude = append(f.exclude, DefaultExcludes[:]...)
+		f.exclude = append(f.exclude, DefaultExcludes...)
 	}
 	f.exclude = append(f.exclude, clean(exclude)...)
 	return f
