@@ -19,13 +19,15 @@ type Schema struct {
 
 // Prop is one property of a Schema.
 type Prop struct {
-	Type        string // "string", "integer", "boolean" or "object"
+	Type        string // "string", "integer", "number", "boolean", "object" or "array"
 	Description string
-	// Minimum and Maximum bound an integer; nil means unbounded.
+	// Minimum and Maximum bound an integer or a number; nil means
+	// unbounded.
 	Minimum, Maximum *int64
 	// Enum, if set, lists the values a string may take.
 	Enum []string
-	// StringValues makes an object's values strings (a map, e.g. env).
+	// StringValues makes an object's values strings (a map, e.g. env),
+	// and an array's items strings (a list of globs).
 	StringValues bool
 }
 
@@ -62,7 +64,10 @@ func (p Prop) jsonSchema() map[string]any {
 	if len(p.Enum) > 0 {
 		m["enum"] = p.Enum
 	}
-	if p.StringValues {
+	switch {
+	case p.StringValues && p.Type == "array":
+		m["items"] = map[string]string{"type": "string"}
+	case p.StringValues:
 		m["additionalProperties"] = map[string]string{"type": "string"}
 	}
 	return m
@@ -112,9 +117,12 @@ func (p Prop) check(raw json.RawMessage) error {
 		if len(p.Enum) > 0 && !contains(p.Enum, v) {
 			return fmt.Errorf("must be one of %s", strings.Join(p.Enum, ", "))
 		}
-	case "integer":
+	case "integer", "number":
 		var f float64
-		if json.Unmarshal(raw, &f) != nil || f != math.Trunc(f) || math.Abs(f) > 1<<53 {
+		if json.Unmarshal(raw, &f) != nil {
+			return fmt.Errorf("must be a number")
+		}
+		if p.Type == "integer" && (f != math.Trunc(f) || math.Abs(f) > 1<<53) {
 			return fmt.Errorf("must be an integer")
 		}
 		if p.Minimum != nil && f < float64(*p.Minimum) {
@@ -122,6 +130,19 @@ func (p Prop) check(raw json.RawMessage) error {
 		}
 		if p.Maximum != nil && f > float64(*p.Maximum) {
 			return fmt.Errorf("must be at most %d", *p.Maximum)
+		}
+	case "array":
+		var a []json.RawMessage
+		if json.Unmarshal(raw, &a) != nil || a == nil {
+			return fmt.Errorf("must be an array")
+		}
+		if p.StringValues {
+			for i, v := range a {
+				var s string
+				if json.Unmarshal(v, &s) != nil {
+					return fmt.Errorf("item %d must be a string", i)
+				}
+			}
 		}
 	case "boolean":
 		var v bool

@@ -14,6 +14,8 @@ func TestSchemaValidate(t *testing.T) {
 		"all":   {Type: "boolean"},
 		"env":   {Type: "object", StringValues: true},
 		"sig":   {Type: "string", Enum: []string{"TERM", "KILL"}},
+		"secs":  {Type: "number", Minimum: Int(0), Maximum: Int(60)},
+		"globs": {Type: "array", StringValues: true},
 	}}
 	for _, c := range []struct {
 		args, err string
@@ -30,7 +32,13 @@ func TestSchemaValidate(t *testing.T) {
 		{`{"path":"/a","env":{"A":1}}`, `argument "env": "A" must be a string`},
 		{`{"path":"/a","env":[]}`, `argument "env": must be an object`},
 		{`{"path":"/a","sig":"HUP"}`, `argument "sig": must be one of TERM, KILL`},
-		{`{"path":"/a","bogus":1}`, `unknown argument "bogus" (the tool takes all, depth, env, path, sig)`},
+		{`{"path":"/a","secs":1.5,"globs":["*.go",""]}`, ""},
+		{`{"path":"/a","depth":"2"}`, `argument "depth": must be a number`},
+		{`{"path":"/a","secs":-0.5}`, `argument "secs": must be at least 0`},
+		{`{"path":"/a","secs":60.5}`, `argument "secs": must be at most 60`},
+		{`{"path":"/a","globs":"*.go"}`, `argument "globs": must be an array`},
+		{`{"path":"/a","globs":["*.go",1]}`, `argument "globs": item 1 must be a string`},
+		{`{"path":"/a","bogus":1}`, `unknown argument "bogus" (the tool takes all, depth, env, globs, path, secs, sig)`},
 	} {
 		var args map[string]json.RawMessage
 		assert.NoError(t, json.Unmarshal([]byte(c.args), &args))
@@ -50,6 +58,11 @@ func TestSchemaJSON(t *testing.T) {
 	assert.NoError(t, err)
 	assert.JSONEq(t, `{"type":"object","properties":{"port":{"type":"integer","minimum":1,"maximum":65535}},
 		"required":["port"],"additionalProperties":false}`, string(b))
+	b, err = json.Marshal(Schema{Properties: map[string]Prop{
+		"globs": {Type: "array", StringValues: true}, "secs": {Type: "number"}}})
+	assert.NoError(t, err)
+	assert.JSONEq(t, `{"type":"object","properties":{"globs":{"type":"array","items":{"type":"string"}},
+		"secs":{"type":"number"}},"required":[],"additionalProperties":false}`, string(b))
 	b, err = json.Marshal(Schema{})
 	assert.NoError(t, err)
 	assert.JSONEq(t, `{"type":"object","properties":{},"required":[],"additionalProperties":false}`, string(b))

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -219,7 +220,7 @@ func (s *Server) handleContextRunCode(w http.ResponseWriter, r *http.Request) er
 		}
 		run.ExpectedGeneration = *req.ExpectedGeneration
 	}
-	c, err := s.runCodeContext(r, req.Context, req.Language)
+	c, err := s.runCodeContext(r.Context(), req.Context, req.Language)
 	if err != nil {
 		return err
 	}
@@ -240,7 +241,7 @@ func (s *Server) handleContextRunCode(w http.ResponseWriter, r *http.Request) er
 
 // runCodeContext returns the context named id, or a new hidden one of
 // lang for a stateless run.
-func (s *Server) runCodeContext(r *http.Request, id, lang string) (*contexts.Context, error) {
+func (s *Server) runCodeContext(ctx context.Context, id, lang string) (*contexts.Context, error) {
 	if id != "" {
 		return s.contexts.Get(id)
 	}
@@ -249,7 +250,7 @@ func (s *Server) runCodeContext(r *http.Request, id, lang string) (*contexts.Con
 		return nil, err
 	}
 	cfg.Hidden = true
-	c, err := s.contexts.Create(r.Context(), cfg)
+	c, err := s.contexts.Create(ctx, cfg)
 	if err != nil {
 		return nil, contextError(err)
 	}

@@ -11,16 +11,21 @@ import (
 	"github.com/sandbox-executor/sandbox-executor/files"
 	"github.com/sandbox-executor/sandbox-executor/mcp"
 	"github.com/sandbox-executor/sandbox-executor/procs"
+	"github.com/sandbox-executor/sandbox-executor/readiness"
 )
 
-// The MCP tools. Each calls what its HTTP endpoint calls (files, procs),
-// for the agent's own user. exec and exec_poll (mcp_exec.go) stand on
-// /run's yield_ms and /poll_process through Server.exec (mcp_exec_run.go).
+// The MCP tools. Each calls what its HTTP endpoint calls (files, procs,
+// edit, search, contexts, readiness), for the agent's own user. exec and
+// exec_poll (mcp_exec.go) stand on /run's yield_ms and /poll_process
+// through Server.exec (mcp_exec_run.go); edit_file and apply_patch are in
+// mcp_tools_edit.go, grep and find_files in mcp_tools_search.go, run_code
+// in mcp_tools_code.go.
 
 // mcpToolNames returns the names of every tool, in the order offered:
 // what -mcp-tools may name.
 func mcpToolNames() []string {
-	return []string{"exec", "exec_poll", "read_file", "write_file", "list_dir", "process_list", "process_kill", "process_logs", "preview_url"}
+	return []string{"exec", "exec_poll", "read_file", "write_file", "edit_file", "apply_patch", "list_dir", "grep", "find_files",
+		"process_list", "process_kill", "process_logs", "run_code", "preview_url", "wait_for_port"}
 }
 
 func (s *Server) mcpTools() []mcp.Tool {
@@ -28,8 +33,12 @@ func (s *Server) mcpTools() []mcp.Tool {
 	if s.exec != nil {
 		tools = execTools(*s.exec)
 	}
-	return append(tools, s.toolReadFile(), s.toolWriteFile(), s.toolListDir(),
-		s.toolProcessList(), s.toolProcessKill(), s.toolProcessLogs(), s.toolPreviewURL())
+	tools = append(tools, s.toolReadFile(), s.toolWriteFile(), s.toolEditFile(), s.toolApplyPatch(), s.toolListDir(),
+		s.toolGrep(), s.toolFindFiles(), s.toolProcessList(), s.toolProcessKill(), s.toolProcessLogs())
+	if s.contexts != nil {
+		tools = append(tools, s.toolRunCode())
+	}
+	return append(tools, s.toolPreviewURL(), s.toolWaitForPort())
 }
 
 // Output bounds of the tools, in bytes of text and in entries.
@@ -199,6 +208,47 @@ func (s *Server) toolPreviewURL() mcp.Tool {
 			a := args[struct{ Port int }](raw)
 			p := s.cfg.BasePath + "/proxy/" + strconv.Itoa(a.Port) + "/"
 			return done(p+" (send the agent's token with each request)", map[string]any{"path": p})
+		},
+	}
+}
+
+func (s *Server) toolWaitForPort() mcp.Tool {
+	return mcp.Tool{
+		Name: "wait_for_port",
+		Description: "Wait until something listens on port in the sandbox (tcp: a connection is accepted; http: a request " +
+			"gets a status in range), the process process_id exits, or timeout passes. Not ready is an error result saying why.",
+		InputSchema: mcp.Schema{Properties: map[string]mcp.Prop{
+			"port":       {Type: "integer", Description: "required unless process_id names a process started with its own ready probe", Minimum: mcp.Int(1), Maximum: mcp.Int(65535)},
+			"mode":       {Type: "string", Enum: []string{"tcp", "http"}, Description: "tcp if absent"},
+			"path":       {Type: "string", Description: `for http: the path requested; "/" if absent`},
+			"status":     {Type: "string", Description: `for http: the status or range that means ready, such as "200-399" (the default) or "204"`},
+			"timeout":    {Type: "number", Description: "seconds; 30 if absent", Minimum: mcp.Int(0), Maximum: mcp.Int(maxReadyTimeout)},
+			"process_id": {Type: "string", Description: "a background process: stop waiting if it exits"},
+		}},
+		Call: func(ctx context.Context, raw json.RawMessage) mcp.Result {
+			a := args[struct {
+				readyRequest
+				ProcessID string `json:"process_id"`
+			}](raw)
+			res, port, p, err := s.waitForPort(ctx, a.readyRequest, a.ProcessID)
+			if err != nil {
+				return mcp.Errorf(err.Error())
+			}
+			if res.Reason == readiness.ReasonGone {
+				return mcp.Errorf("the client left before the port was ready")
+			}
+			rep := waitReplyOf(res, port, p)
+			if rep.Ready {
+				return done(fmt.Sprintf("port %d is ready (on %s, after %d ms)", port, rep.Address, *rep.WaitedMS), rep)
+			}
+			text := "not ready: " + rep.Reason
+			if rep.ExitCode != nil {
+				text += fmt.Sprintf(" (exit code %d; read its output with process_logs)", *rep.ExitCode)
+			}
+			if rep.LastError != "" {
+				text += "; last error: " + rep.LastError
+			}
+			return mcp.Result{Content: []mcp.Content{mcp.Text(text)}, Structured: rep, IsError: true}
 		},
 	}
 }

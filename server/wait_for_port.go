@@ -123,32 +123,9 @@ func (s *Server) handleWaitForPort(w http.ResponseWriter, r *http.Request) error
 	if err != nil {
 		return err
 	}
-	var p *procs.Process
-	if req.ProcessID != "" {
-		if p, err = s.procs.Get(req.ProcessID); errors.Is(err, procs.ErrNotFound) {
-			return errorf(http.StatusNotFound, "%s", err.Error())
-		} else if err != nil {
-			return err
-		}
-	}
-	probed := false
-	if p != nil {
-		_, probed = p.Ready()
-	}
-	spec, err := req.spec(probed)
+	res, port, p, err := s.waitForPort(r.Context(), req.readyRequest, req.ProcessID)
 	if err != nil {
 		return err
-	}
-	var res readiness.Result
-	var port int
-	if spec.Port == 0 { // the process's own probe
-		res, port = s.waitProcessProbe(r, p, spec.Timeout)
-	} else {
-		var exited <-chan struct{}
-		if p != nil {
-			exited = p.Done()
-		}
-		res, port = readiness.Wait(r.Context(), spec, exited), spec.Port
 	}
 	if res.Reason == readiness.ReasonGone {
 		return nil // the client left, or the agent stops
@@ -157,20 +134,54 @@ func (s *Server) handleWaitForPort(w http.ResponseWriter, r *http.Request) error
 	return nil
 }
 
+// waitForPort waits as /wait_for_port does (and the MCP tool
+// wait_for_port): for req's port, or, with the process processID started
+// with "ready" and no port given, for that process's own probe. It
+// returns the port waited for and the process (nil without processID);
+// the Reason readiness.ReasonGone means ctx ended first.
+func (s *Server) waitForPort(ctx context.Context, req readyRequest, processID string) (readiness.Result, int, *procs.Process, error) {
+	var p *procs.Process
+	if processID != "" {
+		var err error
+		if p, err = s.procs.Get(processID); errors.Is(err, procs.ErrNotFound) {
+			return readiness.Result{}, 0, nil, errorf(http.StatusNotFound, "%s", err.Error())
+		} else if err != nil {
+			return readiness.Result{}, 0, nil, err
+		}
+	}
+	probed := false
+	if p != nil {
+		_, probed = p.Ready()
+	}
+	spec, err := req.spec(probed)
+	if err != nil {
+		return readiness.Result{}, 0, nil, err
+	}
+	if spec.Port == 0 { // the process's own probe
+		res, port := s.waitProcessProbe(ctx, p, spec.Timeout)
+		return res, port, p, nil
+	}
+	var exited <-chan struct{}
+	if p != nil {
+		exited = p.Done()
+	}
+	return readiness.Wait(ctx, spec, exited), spec.Port, p, nil
+}
+
 // waitProcessProbe waits for p's own readiness probe, for at most timeout
 // (30 s if zero).
-func (s *Server) waitProcessProbe(r *http.Request, p *procs.Process, timeout time.Duration) (readiness.Result, int) {
+func (s *Server) waitProcessProbe(reqCtx context.Context, p *procs.Process, timeout time.Duration) (readiness.Result, int) {
 	if timeout <= 0 {
 		timeout = 30 * time.Second
 	}
 	start := time.Now()
-	ctx, cancel := context.WithTimeout(r.Context(), timeout)
+	ctx, cancel := context.WithTimeout(reqCtx, timeout)
 	defer cancel()
 	st, _ := p.WaitReady(ctx)
 	res := st.Result
 	switch {
 	case st.Ready:
-	case r.Context().Err() != nil:
+	case reqCtx.Err() != nil:
 		res.Reason = readiness.ReasonGone
 	case p.Info().Status != procs.StatusRunning:
 		res.Reason = readiness.ReasonExited

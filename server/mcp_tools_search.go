@@ -1,0 +1,156 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/sandbox-executor/sandbox-executor/mcp"
+	"github.com/sandbox-executor/sandbox-executor/search"
+)
+
+// The MCP tools grep and find_files: the Searcher of /grep and
+// /find_files, with the same arguments. The text a model reads lists what
+// was found, then what was not looked at (skipped files, excludes) and,
+// when the search stopped early, the cursor that goes on.
+
+// Bounds of the search tools' replies, tighter than the endpoints': the
+// reply is read by a model, whole.
+const (
+	maxToolMatches = 1_000
+	maxToolContext = 20
+	maxToolFound   = 5_000
+)
+
+// walkProps are the arguments grep and find_files share.
+func walkProps() map[string]mcp.Prop {
+	return map[string]mcp.Prop{
+		"path":             {Type: "string", Description: "where to search; the agent's working directory if absent"},
+		"exclude":          {Type: "array", StringValues: true, Description: "globs of files and directories to leave out"},
+		"exclude_defaults": {Type: "boolean", Description: "also leave out .git, node_modules, __pycache__, .venv, venv, dist, build, target, .next, .cache; true if absent"},
+		"hidden":           {Type: "boolean", Description: "also look at names starting with a dot"},
+		"gitignore":        {Type: "boolean", Description: "honour .gitignore and .ignore files; true if absent"},
+		"timeout":          {Type: "number", Description: "seconds; 30 if absent", Minimum: mcp.Int(0), Maximum: mcp.Int(600)},
+		"cursor":           {Type: "string", Description: "from a reply that stopped early: go on after it, with the same other arguments"},
+	}
+}
+
+func (s *Server) toolGrep() mcp.Tool {
+	props := walkProps()
+	props["pattern"] = mcp.Prop{Type: "string", Description: "an RE2 regular expression, or a literal string with fixed"}
+	props["path"] = mcp.Prop{Type: "string", Description: "a file or a directory; the agent's working directory if absent"}
+	props["fixed"] = mcp.Prop{Type: "boolean", Description: "pattern is a literal string"}
+	props["ignore_case"] = mcp.Prop{Type: "boolean"}
+	props["include"] = mcp.Prop{Type: "array", StringValues: true, Description: "globs: if any, only files matching one are searched"}
+	props["context"] = mcp.Prop{Type: "integer", Description: "lines shown before and after each match", Minimum: mcp.Int(0), Maximum: mcp.Int(maxToolContext)}
+	props["max_results"] = mcp.Prop{Type: "integer", Description: "the most matches returned; 200 if absent", Minimum: mcp.Int(1), Maximum: mcp.Int(maxToolMatches)}
+	props["max_file_bytes"] = mcp.Prop{Type: "integer", Description: "larger files are skipped; 10 MiB if absent", Minimum: mcp.Int(1), Maximum: mcp.Int(256 << 20)}
+	return mcp.Tool{
+		Name: "grep",
+		Description: "Search files for lines matching a pattern, recursively, in path order; binary, hidden and " +
+			"git-ignored files and the usual build directories are left out (and counted).",
+		InputSchema: mcp.Schema{Required: []string{"pattern"}, Properties: props},
+		Call: func(ctx context.Context, raw json.RawMessage) mcp.Result {
+			req := args[search.GrepRequest](raw)
+			rep, err := s.search.Grep(ctx, req)
+			if err != nil {
+				return mcp.Errorf(err.Error())
+			}
+			return done(grepText(req, rep), rep)
+		},
+	}
+}
+
+// grepText renders rep as grep -n does, with the context lines around
+// each match, then what was not looked at and how to go on.
+func grepText(req search.GrepRequest, rep *search.GrepReply) string {
+	var b strings.Builder
+	for _, m := range rep.Matches {
+		for i, l := range m.Before {
+			fmt.Fprintf(&b, "%s-%d-%s\n", m.Path, m.Line-len(m.Before)+i, l)
+		}
+		fmt.Fprintf(&b, "%s:%d:%s\n", m.Path, m.Line, m.Text)
+		for i, l := range m.After {
+			fmt.Fprintf(&b, "%s-%d-%s\n", m.Path, m.Line+1+i, l)
+		}
+	}
+	if len(rep.Matches) == 0 {
+		b.WriteString("no matches\n")
+	}
+	fmt.Fprintf(&b, "[%d matches in %d files; %d files searched%s]", len(rep.Matches), rep.FilesMatched,
+		rep.FilesScanned, skippedText(rep.Skipped))
+	if rep.Truncated {
+		b.WriteString("\n" + stoppedText("grep", req.MaxResults, 200, rep.StoppedBy, rep.Cursor))
+	}
+	return b.String()
+}
+
+// skippedText says what a search did not look at, or nothing.
+func skippedText(sk search.Skipped) string {
+	var parts []string
+	for _, c := range []struct {
+		n    int
+		what string
+	}{{sk.Binary, "binary"}, {sk.TooLarge, "too large"}, {sk.Unreadable, "unreadable"}, {sk.Excluded, "excluded"}} {
+		if c.n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", c.n, c.what))
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "; skipped: " + strings.Join(parts, ", ")
+}
+
+// stoppedText says why a search stopped before its end and how to go on.
+func stoppedText(tool string, asked, def int, stoppedBy, cursor string) string {
+	why := "its timeout"
+	if stoppedBy == search.StoppedMaxResults {
+		if asked == 0 {
+			asked = def
+		}
+		why = fmt.Sprintf("max_results (%d)", asked)
+	}
+	if cursor == "" {
+		return fmt.Sprintf("[truncated: stopped at %s]", why)
+	}
+	return fmt.Sprintf("[truncated: stopped at %s; call %s again with the same arguments and \"cursor\": %q for the rest]", why, tool, cursor)
+}
+
+func (s *Server) toolFindFiles() mcp.Tool {
+	props := walkProps()
+	props["path"] = mcp.Prop{Type: "string", Description: "the directory to search; the agent's working directory if absent"}
+	props["glob"] = mcp.Prop{Type: "string", Description: `gitignore-style: without "/" it matches a name at any depth, with one the path relative to path; "**" spans directories; everything if absent`}
+	props["type"] = mcp.Prop{Type: "string", Enum: []string{"file", "dir", "any"}, Description: "what to list; file if absent"}
+	props["max_results"] = mcp.Prop{Type: "integer", Description: "the most entries returned; 1000 if absent", Minimum: mcp.Int(1), Maximum: mcp.Int(maxToolFound)}
+	return mcp.Tool{
+		Name: "find_files",
+		Description: "List the files (or directories) under a directory whose path matches a glob, in path order; " +
+			"hidden and git-ignored files and the usual build directories are left out (and counted).",
+		InputSchema: mcp.Schema{Properties: props},
+		Call: func(ctx context.Context, raw json.RawMessage) mcp.Result {
+			req := args[search.FindRequest](raw)
+			rep, err := s.search.FindFiles(ctx, req)
+			if err != nil {
+				return mcp.Errorf(err.Error())
+			}
+			var b strings.Builder
+			for _, e := range rep.Entries {
+				if e.Type == "dir" {
+					b.WriteString(e.Path + "/\n")
+				} else {
+					fmt.Fprintf(&b, "%s (%d bytes)\n", e.Path, e.Size)
+				}
+			}
+			if len(rep.Entries) == 0 {
+				b.WriteString("nothing found\n")
+			}
+			fmt.Fprintf(&b, "[%d entries%s]", len(rep.Entries), skippedText(rep.Skipped))
+			if rep.Truncated {
+				b.WriteString("\n" + stoppedText("find_files", req.MaxResults, 1000, rep.StoppedBy, rep.Cursor))
+			}
+			return done(b.String(), rep)
+		},
+	}
+}
