@@ -18,8 +18,9 @@ type ExecFuncs struct {
 	// Start starts c and waits until it ends or c.Yield passes. A command
 	// that cannot start is an error, whose text the model reads.
 	Start func(ctx context.Context, c ExecStart) (ExecState, error)
-	// Poll writes p.Input to the process's stdin, waits until it ends or
-	// p.Yield passes, and returns its output after p.Cursor.
+	// Poll writes p.Input to the process's stdin (and closes it if
+	// p.CloseStdin), waits until it ends or p.Yield passes, and returns
+	// its output after p.Cursor.
 	Poll func(ctx context.Context, p ExecPoll) (ExecState, error)
 }
 
@@ -41,7 +42,9 @@ type ExecPoll struct {
 	ProcessID string
 	Cursor    *int64 // nil: after the last poll's
 	Input     string
-	Yield     time.Duration
+	// CloseStdin closes the process's stdin after Input: it reads EOF.
+	CloseStdin bool
+	Yield      time.Duration
 }
 
 // ExecState is a command's state after Start or Poll.
@@ -77,7 +80,9 @@ func execTools(fns ExecFuncs) []mcp.Tool {
 	exec := mcp.Tool{
 		Name: "exec",
 		Description: "Run a shell command. If it ends within yield_ms, the reply has its exit code and output; " +
-			"otherwise it goes on in the background and the reply has a process_id and cursor for exec_poll.",
+			"otherwise it goes on in the background and the reply has a process_id and cursor for exec_poll. " +
+			"Its stdin stays open: a command that waits for input (a prompt, a REPL, cat) gets it with exec_poll's input, " +
+			"and EOF with exec_poll's close_stdin.",
 		InputSchema: mcp.Schema{Required: []string{"cmd"}, Properties: map[string]mcp.Prop{
 			"cmd":              {Type: "string", Description: "the command, run by /bin/sh -c"},
 			"cwd":              {Type: "string"},
@@ -106,22 +111,25 @@ func execTools(fns ExecFuncs) []mcp.Tool {
 	}
 	poll := mcp.Tool{
 		Name:        "exec_poll",
-		Description: "Wait for a command exec left running, optionally writing input to its stdin; returns its output after cursor.",
+		Description: "Wait for a command exec left running, optionally writing input to its stdin first (then closing it with close_stdin); returns its output after cursor.",
 		InputSchema: mcp.Schema{Required: []string{"process_id"}, Properties: map[string]mcp.Prop{
-			"process_id": {Type: "string"},
-			"cursor":     {Type: "integer", Description: "from the last reply; absent: after the last poll", Minimum: mcp.Int(0)},
-			"input":      {Type: "string", Description: "written to the command's stdin first"},
-			"yield_ms":   yieldProp(),
+			"process_id":  {Type: "string"},
+			"cursor":      {Type: "integer", Description: "from the last reply; absent: after the last poll", Minimum: mcp.Int(0)},
+			"input":       {Type: "string", Description: "written to the command's stdin first; end a line with \\n"},
+			"close_stdin": {Type: "boolean", Description: "close the command's stdin after input: it reads end of file"},
+			"yield_ms":    yieldProp(),
 		}},
 		OutputSchema: execOutputSchema,
 		Call: func(ctx context.Context, raw json.RawMessage) mcp.Result {
 			a := args[struct {
-				ProcessID string `json:"process_id"`
-				Cursor    *int64
-				Input     string
-				YieldMS   *int `json:"yield_ms"`
+				ProcessID  string `json:"process_id"`
+				Cursor     *int64
+				Input      string
+				CloseStdin bool `json:"close_stdin"`
+				YieldMS    *int `json:"yield_ms"`
 			}](raw)
-			st, err := fns.Poll(ctx, ExecPoll{ProcessID: a.ProcessID, Cursor: a.Cursor, Input: a.Input, Yield: toolYield(a.YieldMS)})
+			st, err := fns.Poll(ctx, ExecPoll{ProcessID: a.ProcessID, Cursor: a.Cursor, Input: a.Input,
+				CloseStdin: a.CloseStdin, Yield: toolYield(a.YieldMS)})
 			if err != nil {
 				return mcp.Errorf(err.Error())
 			}

@@ -15,9 +15,12 @@ func (s *Server) ExecFuncs() ExecFuncs {
 	return ExecFuncs{Start: s.execStart, Poll: s.execPoll}
 }
 
-// execStart is exec: /run with yield_ms for the agent's own user.
+// execStart is exec: /run with yield_ms and "stdin": true for the agent's
+// own user. Its stdin stays open, so that a command still running at the
+// yield (a prompt, a REPL) takes exec_poll's input; one that ends within
+// it never notices.
 func (s *Server) execStart(ctx context.Context, c ExecStart) (ExecState, error) {
-	req := commandRequest{Cmd: c.Cmd, Cwd: c.Cwd, Env: c.Env, Session: c.Session}
+	req := commandRequest{Cmd: c.Cmd, Cwd: c.Cwd, Env: c.Env, Session: c.Session, Stdin: true}
 	if c.Timeout > 0 {
 		t := c.Timeout.Seconds()
 		req.Timeout = &t
@@ -42,14 +45,14 @@ func (s *Server) execStart(ctx context.Context, c ExecStart) (ExecState, error) 
 	return st, nil
 }
 
-// execPoll is exec_poll: /poll_process without close_stdin and budget.
+// execPoll is exec_poll: /poll_process without its budget.
 func (s *Server) execPoll(ctx context.Context, q ExecPoll) (ExecState, error) {
 	p, err := s.procs.Get(q.ProcessID)
 	if err != nil {
 		return ExecState{}, err
 	}
 	p.Keep(s.procs.PollBytes()) // before the input: what it brings is this poll's
-	if err := s.pollInput(ctx, p, q.Input, false, max(q.Yield, minInputStall)); err != nil {
+	if err := s.pollInput(ctx, p, q.Input, q.CloseStdin, max(q.Yield, minInputStall)); err != nil {
 		return ExecState{}, err
 	}
 	_ = waitYield(ctx, p, q.Yield)

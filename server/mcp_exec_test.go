@@ -85,3 +85,45 @@ func TestMCPExecIsRunYield(t *testing.T) {
 	assert.True(t, res.IsError)
 	assert.Contains(t, textOf(res), "no-such-process")
 }
+
+// exec keeps stdin open, as /run with yield_ms and "stdin": true: a
+// command waiting at a prompt when the yield passes takes exec_poll's
+// input, and exec_poll's close_stdin is its end of file.
+func TestMCPExecStdin(t *testing.T) {
+	ts, _ := newTestServer(t, testServer{})
+	cs := connectSDK(t, ts.URL, "")
+
+	got := structured(t, callSDK(t, cs, "exec", map[string]any{"cmd": "printf 'name? '; read x; echo got $x", "yield_ms": 300}))
+	require.Equal(t, "running", got["status"], "read waits for input rather than reading EOF")
+	assert.Equal(t, "name? ", got["output"])
+	id := got["process_id"].(string)
+	res := callSDK(t, cs, "exec_poll", map[string]any{"process_id": id, "input": "hi\n", "yield_ms": 5000})
+	require.False(t, res.IsError, textOf(res))
+	got = structured(t, res)
+	assert.Equal(t, "exited", got["status"])
+	assert.Equal(t, "got hi\n", got["output"])
+
+	got = structured(t, callSDK(t, cs, "exec", map[string]any{"cmd": "wc -l", "yield_ms": 300}))
+	require.Equal(t, "running", got["status"])
+	id = got["process_id"].(string)
+	res = callSDK(t, cs, "exec_poll", map[string]any{"process_id": id, "input": "a\nb\n", "close_stdin": true, "yield_ms": 5000})
+	got = structured(t, res)
+	require.Equal(t, "exited", got["status"], textOf(res))
+	assert.Equal(t, "2", strings.TrimSpace(got["output"].(string)))
+
+	code, _ := call(t, ts, "POST", "/create_session", map[string]any{"id": "s"})
+	require.Equal(t, 201, code)
+	got = structured(t, callSDK(t, cs, "exec", map[string]any{"cmd": "read x; echo got $x", "session": "s", "yield_ms": 300}))
+	require.Equal(t, "running", got["status"], "in a session too")
+	got = structured(t, callSDK(t, cs, "exec_poll", map[string]any{"process_id": got["process_id"], "input": "there\n", "yield_ms": 5000}))
+	assert.Equal(t, "got there\n", got["output"])
+
+	// A command that ended has no stdin left to take input.
+	got = structured(t, callSDK(t, cs, "exec", map[string]any{"cmd": "sleep 0.3; echo x", "yield_ms": 50}))
+	id = got["process_id"].(string)
+	require.Eventually(t, func() bool {
+		return structured(t, callSDK(t, cs, "exec_poll", map[string]any{"process_id": id, "yield_ms": 1000}))["status"] == "exited"
+	}, 5*time.Second, 10*time.Millisecond)
+	res = callSDK(t, cs, "exec_poll", map[string]any{"process_id": id, "input": "late\n"})
+	assert.True(t, res.IsError, textOf(res))
+}

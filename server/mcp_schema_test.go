@@ -15,7 +15,7 @@ import (
 // so that a new tool cannot escape TestMCPToolSchemas.
 var toolExamples = map[string]string{
 	"exec":          `{"cmd":"true","cwd":"/","env":{"A":"1"},"session":"s","timeout":5,"yield_ms":100,"max_output_bytes":1000}`,
-	"exec_poll":     `{"process_id":"p","cursor":0,"input":"y\n","yield_ms":100}`,
+	"exec_poll":     `{"process_id":"p","cursor":0,"input":"y\n","close_stdin":true,"yield_ms":100}`,
 	"read_file":     `{"path":"/etc/hostname","offset":1,"limit":10}`,
 	"write_file":    `{"path":"/tmp/x","content":"x"}`,
 	"edit_file":     `{"path":"/tmp/x","old":"a","new":"b","replace_all":true,"expected_count":2}`,
