@@ -55,9 +55,10 @@ type Server struct {
 
 	tools  []Tool
 	byName map[string]*Tool
-	// toolList is tools/list's "tools", encoded once: the tools do not
-	// change, and their schemas are most of what a list costs.
-	toolList json.RawMessage
+	// listResult and listResultModern are tools/list's result, for 2025-x
+	// and for 2026-07-28, encoded once: the tools do not change, and
+	// their schemas are most of what a list costs.
+	listResult, listResultModern json.RawMessage
 }
 
 // NewServer returns a Server offering tools, in that order.
@@ -68,7 +69,9 @@ func NewServer(name, version string, tools []Tool) *Server {
 		s.byName[s.tools[i].Name] = &s.tools[i]
 		list[i] = s.tools[i].wire()
 	}
-	s.toolList, _ = json.Marshal(list) // maps of strings, schemas and raw JSON: it cannot fail
+	// Maps of strings, schemas and raw JSON: encoding cannot fail.
+	s.listResult, _ = json.Marshal(map[string]any{"tools": list})
+	s.listResultModern, _ = json.Marshal(withType(map[string]any{"tools": list}, true))
 	return s
 }
 
@@ -130,11 +133,31 @@ func (s *Server) Serve(ctx context.Context, msg []byte, h Headers) Reply {
 	if err != nil {
 		return replyError(req.ID, err)
 	}
-	body, mErr := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": req.ID, "result": res})
+	body, mErr := envelope(req.ID, res)
 	if mErr != nil {
 		return replyError(req.ID, errorAt(http.StatusInternalServerError, -32603, "internal error"))
 	}
 	return Reply{Status: http.StatusOK, Body: body}
+}
+
+// envelope returns the response of id whose result is res. It is written
+// by hand, not by json.Marshal of a map, because Marshal re-validates
+// and compacts every json.RawMessage it meets: the whole tool list, at
+// every tools/list. id came from json.Unmarshal, so it is valid JSON.
+func envelope(id json.RawMessage, res any) ([]byte, error) {
+	raw, ok := res.(json.RawMessage)
+	if !ok {
+		var err error
+		if raw, err = json.Marshal(res); err != nil {
+			return nil, err
+		}
+	}
+	b := make([]byte, 0, len(raw)+len(id)+32)
+	b = append(b, `{"jsonrpc":"2.0","id":`...)
+	b = append(b, id...)
+	b = append(b, `,"result":`...)
+	b = append(b, raw...)
+	return append(b, '}'), nil
 }
 
 func replyError(id json.RawMessage, e *rpcError) Reply {
@@ -166,7 +189,10 @@ func (s *Server) serve(ctx context.Context, req request, h Headers) (any, *rpcEr
 	case "ping":
 		return withType(map[string]any{}, modern), nil
 	case "tools/list":
-		return withType(map[string]any{"tools": s.toolList}, modern), nil
+		if modern {
+			return s.listResultModern, nil
+		}
+		return s.listResult, nil
 	case "tools/call":
 		return s.call(ctx, req.Params, modern)
 	}

@@ -63,7 +63,7 @@ func sections() []section {
 		{"tunnel", "14: CONNECT and WebSocket tunnels", (*bench).sectionTunnel},
 		{"preview", "14: the HTTP preview proxy", (*bench).sectionPreview},
 		{"stdin", "15: 100 MiB through /write_stdin into wc -c", (*bench).sectionStdin},
-		{"mcp", "16: MCP tools/list over /mcp", (*bench).sectionMCP},
+		{"mcp", "16: MCP tools/list over /mcp, exec of true", (*bench).sectionMCP},
 		{"exec", "17: /exec_ws: 1 GiB of output to a client, 100 MiB of stdin", (*bench).sectionExec},
 		{"limits", "18: /run with a limit, and wait_for_port on a listening port", (*bench).sectionLimits},
 		{"contexts", "19: code contexts: a call, a creation, output rate", (*bench).sectionContexts},
