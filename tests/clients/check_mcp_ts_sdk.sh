@@ -4,8 +4,11 @@
 # `sandbox-executor mcp`. Each lists the tools (every input schema compiles
 # as JSON Schema 2020-12), runs `echo hi` with exec and a command that
 # yields with exec then exec_poll, writes a file and reads a line range of it,
-# lists a directory, kills a background process, is refused an unknown
-# tool, and reports a wrong token as a 401.
+# is refused an ambiguous edit_file (isError) then makes a unique one,
+# applies a patch, resumes a cut grep by its cursor, finds files, answers a
+# prompt with exec_poll's input, runs code, waits for a port, lists a
+# directory, kills a background process, is refused an unknown tool, and
+# reports a wrong token as a 401.
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"
 
