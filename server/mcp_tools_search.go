@@ -1,10 +1,12 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/sandbox-executor/sandbox-executor/mcp"
 	"github.com/sandbox-executor/sandbox-executor/search"
@@ -21,6 +23,7 @@ const (
 	maxToolMatches = 1_000
 	maxToolContext = 20
 	maxToolFound   = 5_000
+	maxContextLine = 240 // bytes, as the search cuts a match's own line
 )
 
 // walkProps are the arguments grep and find_files share.
@@ -51,37 +54,96 @@ func (s *Server) toolGrep() mcp.Tool {
 		Description: "Search files for lines matching a pattern, recursively, in path order; binary, hidden and " +
 			"git-ignored files and the usual build directories are left out (and counted).",
 		InputSchema: mcp.Schema{Required: []string{"pattern"}, Properties: props},
-		Call: func(ctx context.Context, raw json.RawMessage) mcp.Result {
-			req := args[search.GrepRequest](raw)
-			rep, err := s.search.Grep(ctx, req)
-			if err != nil {
-				return mcp.Errorf(err.Error())
-			}
-			return done(grepText(req, rep), rep)
-		},
+		Call:        s.callGrep,
 	}
 }
 
-// grepText renders rep as grep -n does, with the context lines around
-// each match, then what was not looked at and how to go on.
-func grepText(req search.GrepRequest, rep *search.GrepReply) string {
+// callGrep greps as /grep does. A reply whose text would pass
+// maxToolOutput is searched again with max_results as many matches as
+// fit: the walk is in a fixed order, so that search stops where the text
+// must, and its cursor goes on from there.
+func (s *Server) callGrep(ctx context.Context, raw json.RawMessage) mcp.Result {
+	req := args[search.GrepRequest](raw)
+	asked := req.MaxResults
+	for range 3 {
+		rep, err := s.search.Grep(ctx, req)
+		if err != nil {
+			return mcp.Errorf(err.Error())
+		}
+		cut := cutContext(rep.Matches)
+		text, fit := grepText(rep.Matches)
+		if fit < len(rep.Matches) {
+			req.MaxResults = fit
+			continue
+		}
+		why := ""
+		if req.MaxResults != asked && rep.StoppedBy == search.StoppedMaxResults {
+			why = fmt.Sprintf("the reply's bound of %d bytes of text", maxToolOutput)
+		}
+		return done(text+grepSummary(req, rep, cut, why), rep)
+	}
+	return mcp.Errorf("the files changed while they were searched; search again")
+}
+
+// cutContext cuts the context lines of ms over maxContextLine bytes, as
+// the search cuts a match's own line, and reports whether it cut any.
+func cutContext(ms []search.Match) bool {
+	cut := false
+	trim := func(ls []string) {
+		for i, l := range ls {
+			if len(l) > maxContextLine {
+				end := maxContextLine
+				for end > 0 && !utf8.RuneStart(l[end]) {
+					end--
+				}
+				ls[i], cut = l[:end]+"…", true
+			}
+		}
+	}
+	for _, m := range ms {
+		trim(m.Before)
+		trim(m.After)
+	}
+	return cut
+}
+
+// grepText renders ms as grep -n does, with the context lines around
+// each match, in at most maxToolOutput bytes, and returns how many
+// matches it holds.
+func grepText(ms []search.Match) (string, int) {
 	var b strings.Builder
-	for _, m := range rep.Matches {
-		for i, l := range m.Before {
-			fmt.Fprintf(&b, "%s-%d-%s\n", m.Path, m.Line-len(m.Before)+i, l)
+	for i, m := range ms {
+		n := b.Len()
+		for j, l := range m.Before {
+			fmt.Fprintf(&b, "%s-%d-%s\n", m.Path, m.Line-len(m.Before)+j, l)
 		}
 		fmt.Fprintf(&b, "%s:%d:%s\n", m.Path, m.Line, m.Text)
-		for i, l := range m.After {
-			fmt.Fprintf(&b, "%s-%d-%s\n", m.Path, m.Line+1+i, l)
+		for j, l := range m.After {
+			fmt.Fprintf(&b, "%s-%d-%s\n", m.Path, m.Line+1+j, l)
+		}
+		if b.Len() > maxToolOutput && i > 0 {
+			return b.String()[:n], i
 		}
 	}
-	if len(rep.Matches) == 0 {
+	if len(ms) == 0 {
 		b.WriteString("no matches\n")
 	}
+	return b.String(), len(ms)
+}
+
+// grepSummary says how many matches were found, what was not looked at,
+// and how to go on.
+// why, if set, is why the search stopped when its stopped_by says
+// max_results.
+func grepSummary(req search.GrepRequest, rep *search.GrepReply, cutContext bool, why string) string {
+	var b strings.Builder
 	fmt.Fprintf(&b, "[%d matches in %d files; %d files searched%s]", len(rep.Matches), rep.FilesMatched,
 		rep.FilesScanned, skippedText(rep.Skipped))
+	if cutContext {
+		fmt.Fprintf(&b, "\n[context lines over %d bytes were cut, ending in …: read_file shows them whole]", maxContextLine)
+	}
 	if rep.Truncated {
-		b.WriteString("\n" + stoppedText("grep", req.MaxResults, 200, rep.StoppedBy, rep.Cursor))
+		b.WriteString("\n" + stoppedText("grep", req.MaxResults, 200, rep.StoppedBy, rep.Cursor, why))
 	}
 	return b.String()
 }
@@ -103,14 +165,18 @@ func skippedText(sk search.Skipped) string {
 	return "; skipped: " + strings.Join(parts, ", ")
 }
 
-// stoppedText says why a search stopped before its end and how to go on.
-func stoppedText(tool string, asked, def int, stoppedBy, cursor string) string {
-	why := "its timeout"
-	if stoppedBy == search.StoppedMaxResults {
+// stoppedText says why a search stopped before its end and how to go
+// on; why, if set, replaces what stoppedBy says.
+func stoppedText(tool string, asked, def int, stoppedBy, cursor, why string) string {
+	switch {
+	case why != "":
+	case stoppedBy == search.StoppedMaxResults:
 		if asked == 0 {
 			asked = def
 		}
 		why = fmt.Sprintf("max_results (%d)", asked)
+	default:
+		why = "its timeout"
 	}
 	if cursor == "" {
 		return fmt.Sprintf("[truncated: stopped at %s]", why)
@@ -129,28 +195,51 @@ func (s *Server) toolFindFiles() mcp.Tool {
 		Description: "List the files (or directories) under a directory whose path matches a glob, in path order; " +
 			"hidden and git-ignored files and the usual build directories are left out (and counted).",
 		InputSchema: mcp.Schema{Properties: props},
-		Call: func(ctx context.Context, raw json.RawMessage) mcp.Result {
-			req := args[search.FindRequest](raw)
-			rep, err := s.search.FindFiles(ctx, req)
-			if err != nil {
-				return mcp.Errorf(err.Error())
-			}
-			var b strings.Builder
-			for _, e := range rep.Entries {
-				if e.Type == "dir" {
-					b.WriteString(e.Path + "/\n")
-				} else {
-					fmt.Fprintf(&b, "%s (%d bytes)\n", e.Path, e.Size)
-				}
-			}
-			if len(rep.Entries) == 0 {
-				b.WriteString("nothing found\n")
-			}
-			fmt.Fprintf(&b, "[%d entries%s]", len(rep.Entries), skippedText(rep.Skipped))
-			if rep.Truncated {
-				b.WriteString("\n" + stoppedText("find_files", req.MaxResults, 1000, rep.StoppedBy, rep.Cursor))
-			}
-			return done(b.String(), rep)
-		},
+		Call:        s.callFindFiles,
 	}
+}
+
+// callFindFiles lists as /find_files does, searched again with fewer
+// max_results when the text would pass maxToolOutput, as callGrep does.
+func (s *Server) callFindFiles(ctx context.Context, raw json.RawMessage) mcp.Result {
+	req := args[search.FindRequest](raw)
+	asked := req.MaxResults
+	for range 3 {
+		rep, err := s.search.FindFiles(ctx, req)
+		if err != nil {
+			return mcp.Errorf(err.Error())
+		}
+		var b bytes.Buffer
+		fit := len(rep.Entries)
+		for i, e := range rep.Entries {
+			n := b.Len()
+			if e.Type == "dir" {
+				b.WriteString(e.Path + "/\n")
+			} else {
+				fmt.Fprintf(&b, "%s (%d bytes)\n", e.Path, e.Size)
+			}
+			if b.Len() > maxToolOutput && i > 0 {
+				fit = i
+				b.Truncate(n)
+				break
+			}
+		}
+		if fit < len(rep.Entries) {
+			req.MaxResults = fit
+			continue
+		}
+		if len(rep.Entries) == 0 {
+			b.WriteString("nothing found\n")
+		}
+		fmt.Fprintf(&b, "[%d entries%s]", len(rep.Entries), skippedText(rep.Skipped))
+		if rep.Truncated {
+			why := ""
+			if req.MaxResults != asked && rep.StoppedBy == search.StoppedMaxResults {
+				why = fmt.Sprintf("the reply's bound of %d bytes of text", maxToolOutput)
+			}
+			b.WriteString("\n" + stoppedText("find_files", req.MaxResults, 1000, rep.StoppedBy, rep.Cursor, why))
+		}
+		return done(b.String(), rep)
+	}
+	return mcp.Errorf("the files changed while they were listed; list again")
 }

@@ -84,3 +84,47 @@ func TestMCPFindFiles(t *testing.T) {
 	assert.True(t, res.IsError)
 	assert.Contains(t, textOf(res), "must be one of file, dir, any")
 }
+
+// A grep or find_files whose text would pass maxToolOutput stops where
+// the text must, says so, and its cursor goes on from there; context
+// lines are cut as the match's own line is, and that is said too.
+func TestMCPSearchReplyBound(t *testing.T) {
+	ts, _ := newTestServer(t, testServer{})
+	cs := connectSDK(t, ts.URL, "")
+	dir := t.TempDir()
+	var b strings.Builder
+	for i := 0; i < 21*1000; i++ {
+		if i%21 == 10 {
+			b.WriteString("MATCH\n")
+		} else {
+			b.WriteString(strings.Repeat("x", 300) + "\n")
+		}
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "big.txt"), []byte(b.String()), 0o644))
+	res := callSDK(t, cs, "grep", map[string]any{"pattern": "MATCH", "path": dir, "context": 10, "max_results": 1000})
+	require.False(t, res.IsError, textOf(res))
+	got := structured(t, res)
+	n := len(got["matches"].([]any))
+	assert.Greater(t, n, 10)
+	assert.Less(t, n, 1000)
+	assert.LessOrEqual(t, len(textOf(res)), maxToolOutput+1000)
+	assert.Equal(t, true, got["truncated"])
+	assert.Contains(t, textOf(res), "[context lines over 240 bytes were cut, ending in …: read_file shows them whole]")
+	assert.Contains(t, textOf(res), `[truncated: stopped at the reply's bound of 1048576 bytes of text; call grep again with the same arguments and "cursor": "`)
+	last := got["matches"].([]any)[n-1].(map[string]any)["line"].(float64)
+	got = structured(t, callSDK(t, cs, "grep", map[string]any{"pattern": "MATCH", "path": dir, "context": 10, "max_results": 1000, "cursor": got["cursor"]}))
+	assert.Equal(t, last+21, got["matches"].([]any)[0].(map[string]any)["line"], "the cursor goes on after the last match shown")
+
+	long := strings.Repeat("n", 200)
+	for i := range 5000 {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, fmt.Sprintf("%s%05d", long, i)), nil, 0o644))
+	}
+	res = callSDK(t, cs, "find_files", map[string]any{"path": dir, "glob": long + "*", "max_results": 5000})
+	got = structured(t, res)
+	n = len(got["entries"].([]any))
+	assert.Less(t, n, 5000)
+	assert.LessOrEqual(t, len(textOf(res)), maxToolOutput+1000)
+	assert.Contains(t, textOf(res), "[truncated: stopped at the reply's bound of 1048576 bytes of text; call find_files again")
+	got = structured(t, callSDK(t, cs, "find_files", map[string]any{"path": dir, "glob": long + "*", "max_results": 5000, "cursor": got["cursor"]}))
+	assert.Len(t, got["entries"], 5000-n, "the cursor goes on with the rest")
+}
