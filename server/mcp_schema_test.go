@@ -93,3 +93,17 @@ func decodeAny(t *testing.T, s string) any {
 	require.NoError(t, err)
 	return v
 }
+
+// -mcp-tools knows every tool, the newer ones included, and limits them.
+func TestMCPToolsLimitKnowsEveryTool(t *testing.T) {
+	require.NoError(t, CheckMCPTools(mcpToolNames()))
+	ts, _ := newTestServer(t, testServer{cfg: Config{MCP: MCPConfig{Tools: []string{"wait_for_port", "grep", "run_code"}}}})
+	_, _, m := mcpPost(t, ts, `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
+	var names []string
+	for _, tool := range result(t, m)["tools"].([]any) {
+		names = append(names, tool.(map[string]any)["name"].(string))
+	}
+	assert.Equal(t, []string{"grep", "run_code", "wait_for_port"}, names, "in the tools' own order")
+	_, _, m = mcpPost(t, ts, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"edit_file","arguments":{"path":"/tmp/x","old":"a","new":"b"}}}`)
+	assert.EqualValues(t, -32602, rpcCode(m))
+}
