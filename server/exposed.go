@@ -4,8 +4,10 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"net"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 )
@@ -237,4 +239,53 @@ func (s *Server) handlePortListExposed(w http.ResponseWriter, r *http.Request) e
 	}
 	encode(w, http.StatusOK, map[string]any{"ports": ports})
 	return nil
+}
+
+// originKey is the context key of the origin an MCP request came by, for
+// preview_url's host form.
+type originKey struct{}
+
+// origin is the scheme and host a request came by: Host (or, with
+// TrustForwardedHost, the last X-Forwarded-Host and -Proto), as
+// exposedFor reads them.
+type origin struct{ scheme, host string }
+
+// requestOrigin returns the origin r came by.
+func (s *Server) requestOrigin(r *http.Request) origin {
+	o := origin{scheme: "http", host: r.Host}
+	if r.TLS != nil {
+		o.scheme = "https"
+	}
+	if s.cfg.TrustForwardedHost {
+		if fwd := lastForwarded(r.Header, "X-Forwarded-Host"); fwd != "" {
+			o.host = fwd
+		}
+		if proto := lastForwarded(r.Header, "X-Forwarded-Proto"); proto == "http" || proto == "https" {
+			o.scheme = proto
+		}
+	}
+	return o
+}
+
+// hostFormURL returns the URL by which port is previewed by host name,
+// built from the origin in ctx: "https://3000-mysandbox.example.com/".
+// It is "" when there is no origin, or its host is an IP address or a
+// name with no dot (localhost), which no "PORT-" name can reach.
+func hostFormURL(ctx context.Context, port int) string {
+	o, ok := ctx.Value(originKey{}).(origin)
+	if !ok {
+		return ""
+	}
+	host := o.host
+	if _, ok := hostPort(host); ok { // came by another port's host name
+		_, host, _ = strings.Cut(host, "-")
+	}
+	name := host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		name = h
+	}
+	if name == "" || net.ParseIP(strings.Trim(name, "[]")) != nil || !strings.Contains(name, ".") {
+		return ""
+	}
+	return o.scheme + "://" + strconv.Itoa(port) + "-" + host + "/"
 }

@@ -97,7 +97,8 @@ func (s *Server) handleMCPPost(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	reply := s.mcp.Serve(r.Context(), msg, mcp.Headers{
+	ctx := context.WithValue(r.Context(), originKey{}, s.requestOrigin(r))
+	reply := s.mcp.Serve(ctx, msg, mcp.Headers{
 		ProtocolVersion: r.Header.Get("MCP-Protocol-Version"),
 		Method:          r.Header.Get("Mcp-Method"),
 		Name:            r.Header.Get("Mcp-Name"),

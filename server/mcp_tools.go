@@ -199,15 +199,29 @@ func (s *Server) toolProcessKill() mcp.Tool {
 
 func (s *Server) toolPreviewURL() mcp.Tool {
 	return mcp.Tool{
-		Name:        "preview_url",
-		Description: "The path, on the agent's API address, that proxies to an HTTP app listening on port in the sandbox. Requests to it need the agent's token.",
+		Name: "preview_url",
+		Description: "The path, on the agent's API address, that proxies to an HTTP app listening on port in the sandbox. Requests to it need the agent's token. " +
+			"For a port exposed with /expose_port, also url: the host-name form (PORT-host), for apps that use absolute paths.",
 		InputSchema: mcp.Schema{Required: []string{"port"}, Properties: map[string]mcp.Prop{
 			"port": {Type: "integer", Minimum: mcp.Int(1), Maximum: mcp.Int(65535)},
 		}},
 		Call: func(ctx context.Context, raw json.RawMessage) mcp.Result {
 			a := args[struct{ Port int }](raw)
 			p := s.cfg.BasePath + "/proxy/" + strconv.Itoa(a.Port) + "/"
-			return done(p+" (send the agent's token with each request)", map[string]any{"path": p})
+			out := map[string]any{"path": p}
+			text := p + " (send the agent's token with each request)"
+			if x := s.exposed.lookup(a.Port); x != nil {
+				if u := hostFormURL(ctx, a.Port); u != "" {
+					out["url"], out["public"] = u, x.public
+					text += "; also " + u
+					if x.public {
+						text += " (exposed as public: no token needed)"
+					} else {
+						text += " (needs the token)"
+					}
+				}
+			}
+			return done(text, out)
 		},
 	}
 }
