@@ -65,3 +65,21 @@ func TestContextNoNode(t *testing.T) {
 	assert.Equal(t, http.StatusNotImplemented, resp.StatusCode)
 	assert.Equal(t, "node not found on PATH", jsonReply(t, resp)["error"])
 }
+
+// The worker's own names are not the code's: a cell may declare what the
+// worker uses (fs, send, counts), and sees none of it.
+func TestContextNodeWorkerNamesHidden(t *testing.T) {
+	if _, err := exec.LookPath("node"); err != nil {
+		t.Skip("node is not on PATH")
+	}
+	ts := newContextServer(t, contexts.Options{})
+	id := createContext(t, ts, map[string]any{"language": "javascript"})
+	evs := runCode(t, ts, map[string]any{"context": id, "code": "[typeof send, typeof counts, typeof running, typeof display, typeof require]"})
+	assert.Equal(t, "[ 'undefined', 'undefined', 'undefined', 'function', 'function' ]", codeResult(t, evs))
+	evs = runCode(t, ts, map[string]any{"context": id, "code": "const fs = require('fs'); let counts = [9, 9]; fs.existsSync('/')"})
+	assert.Equal(t, "ok", complete(t, evs)["status"])
+	assert.Equal(t, "true", codeResult(t, evs))
+	evs = runCode(t, ts, map[string]any{"context": id, "code": "console.log('after'); counts"})
+	assert.Equal(t, "after\n", streamText(evs, "stdout"))
+	assert.Equal(t, "[ 9, 9 ]", codeResult(t, evs))
+}
