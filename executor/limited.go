@@ -6,11 +6,12 @@ import (
 	"github.com/sandbox-executor/sandbox-executor/cgroups"
 )
 
-// Limited is a command with Limits that its caller starts and waits for
+// Limited is a command with Limits (or none) that its caller starts and waits for
 // itself, rather than through Start or Run: a code context's interpreter,
 // which speaks with the agent over descriptors of its own. Runner.Limit
 // makes one.
 type Limited struct {
+	r      *Runner
 	cmd    *exec.Cmd
 	limits Limits
 	leaf   *cgroups.Leaf // removed by Ended
@@ -28,15 +29,22 @@ func (r *Runner) Limit(cmd *exec.Cmd, l Limits) (*Limited, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Limited{cmd: cmd, limits: l, leaf: leaf}, nil
+	return &Limited{r: r, cmd: cmd, limits: l, leaf: leaf}, nil
 }
 
 // Limits returns the limits x applies.
 func (x *Limited) Limits() Limits { return x.limits }
 
 // Started closes what the start needed (the leaf's descriptor), whether
-// or not cmd.Start succeeded.
-func (x *Limited) Started() { closeCgroupFD(x.cmd) }
+// or not cmd.Start succeeded; if it did, it raises the command's
+// oom_score_adj above the agent's as Start does (Runner.OOMScoreAdj), so
+// that when memory runs out the kernel kills the command first.
+func (x *Limited) Started() {
+	closeCgroupFD(x.cmd)
+	if x.cmd.Process != nil {
+		x.r.oom.adjust(x.cmd.Process.Pid, x.r.oomScoreAdj())
+	}
+}
 
 // Ended returns how the command ended, once cmd.Wait has returned: its
 // exit code or signal, and in Limit the limit that ended it, if one did

@@ -6,6 +6,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -234,4 +236,22 @@ func TestContextInterpreterEndsByItself(t *testing.T) {
 	assert.Equal(t, "timeout", comp["status"])
 	assert.Equal(t, true, comp["state_lost"])
 	assert.NotContains(t, comp, "termination")
+}
+
+// The interpreter's oom_score_adj is above the agent's, as a command's
+// is: when memory runs out, the kernel kills it before the agent.
+func TestContextInterpreterOOMScoreAdj(t *testing.T) {
+	b, err := os.ReadFile("/proc/self/oom_score_adj")
+	if err != nil {
+		t.Skip("no oom_score_adj:", err)
+	}
+	own, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	require.NoError(t, err)
+	if own >= 1000 {
+		t.Skip("the test process's oom_score_adj is already 1000")
+	}
+	ts := newContextServer(t, contexts.Options{})
+	id := createContext(t, ts, map[string]any{"language": "python"})
+	evs := runCode(t, ts, map[string]any{"context": id, "code": "int(open('/proc/self/oom_score_adj').read())"})
+	assert.Equal(t, strconv.Itoa(min(1000, own+500)), codeResult(t, evs))
 }
