@@ -67,7 +67,11 @@ func startFailure(it *interp, res executor.Result, own bool, spec language, l ex
 	if line := it.earlyError(); line != "" {
 		detail += ": " + line
 	}
-	if !l.IsZero() {
+	// The rlimit helper says why it could not run the interpreter (not
+	// found, not executable by the user) as "sandbox-executor: ..." and
+	// exits 126: that is no limit's doing.
+	helperFailed := own && res.Code == 126 && strings.HasPrefix(it.earlyError(), "sandbox-executor:")
+	if !l.IsZero() && !helperFailed {
 		return fmt.Errorf("%w (%s): %s before it was ready; raise them", ErrLimitsTooLow, limitsText(l), detail)
 	}
 	return fmt.Errorf("%w: %s before it was ready (%s on PATH may be too old)", ErrStart, detail, spec.binary)

@@ -255,3 +255,21 @@ func TestContextInterpreterOOMScoreAdj(t *testing.T) {
 	evs := runCode(t, ts, map[string]any{"context": id, "code": "int(open('/proc/self/oom_score_adj').read())"})
 	assert.Equal(t, strconv.Itoa(min(1000, own+500)), codeResult(t, evs))
 }
+
+// An interpreter the user may not run is no fault of the limits: the
+// create fails as it does without them.
+func TestContextLimitsInterpreterNotRunnable(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to switch users")
+	}
+	python := filepath.Join(t.TempDir(), "python3")
+	require.NoError(t, os.WriteFile(python, []byte("#!/bin/sh\nexit 0\n"), 0o700)) // root's alone
+	ts, _ := newTestServer(t, testServer{runner: limitRunner(), contexts: contexts.Options{
+		LookPath: func(string) (string, error) { return python, nil },
+	}})
+	for _, limits := range []any{nil, map[string]any{"open_files": 64}} {
+		code, body := call(t, ts, "POST", "/create_context", map[string]any{"language": "python", "user": "nobody", "limits": limits})
+		assert.Equal(t, http.StatusInternalServerError, code, "%v", limits)
+		assert.Equal(t, "failed to start the interpreter", body["error"])
+	}
+}
