@@ -83,3 +83,21 @@ func TestContextNodeWorkerNamesHidden(t *testing.T) {
 	assert.Equal(t, "after\n", streamText(evs, "stdout"))
 	assert.Equal(t, "[ 9, 9 ]", codeResult(t, evs))
 }
+
+// Node, as Python, ignores SIGXFSZ: a write past file_size_bytes is an
+// EFBIG error in the cell, and the interpreter lives.
+func TestContextNodeFileSizeLimit(t *testing.T) {
+	if _, err := exec.LookPath("node"); err != nil {
+		t.Skip("node is not on PATH")
+	}
+	ts, _ := newTestServer(t, testServer{runner: limitRunner()})
+	dir := t.TempDir()
+	id := createContext(t, ts, map[string]any{"language": "javascript", "cwd": dir, "limits": map[string]any{"file_size_bytes": 1 << 20}})
+	runCode(t, ts, map[string]any{"context": id, "code": "let y = 2"})
+	evs := runCode(t, ts, map[string]any{"context": id, "code": "require('fs').writeFileSync('f', Buffer.alloc(2 << 20))"})
+	assert.Contains(t, errorEvent(t, evs)["value"], "EFBIG: file too large")
+	comp := complete(t, evs)
+	assert.Equal(t, "error", comp["status"])
+	assert.Equal(t, false, comp["state_lost"])
+	assert.Equal(t, "[ 2, 1048576 ]", codeResult(t, runCode(t, ts, map[string]any{"context": id, "code": "[y, require('fs').statSync('f').size]"})))
+}
