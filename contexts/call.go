@@ -2,6 +2,8 @@ package contexts
 
 import (
 	"sync"
+
+	"github.com/sandbox-executor/sandbox-executor/executor"
 )
 
 // tailSize is how much of a call's output Status.LastOutput keeps.
@@ -16,6 +18,11 @@ type Completion struct {
 	// every variable, import and function of the context is gone.
 	StateLost  bool  `json:"state_lost"`
 	DurationMS int64 `json:"duration_ms"`
+	// Termination is how the interpreter ended during the call when it
+	// ended by itself: a limit (cpu_limit ...), its own exit, or a signal
+	// the agent did not send. Nil when it lives, and when the agent
+	// killed it (the status and the ContextRestarted error say why).
+	Termination *executor.Termination `json:"termination,omitempty"`
 }
 
 // Call is one run of code in a context. Its events queue until the

@@ -28,6 +28,10 @@ type Config struct {
 	IdleTimeout time.Duration
 	// Hidden leaves the context out of List: a stateless run's.
 	Hidden bool
+	// Limits bound the interpreter and everything it starts, as a
+	// command's (see executor.Limits), generation by generation: a
+	// restarted interpreter has them afresh. The zero value sets none.
+	Limits executor.Limits
 }
 
 // Status is what List and Context.Status report of a context.
@@ -42,6 +46,8 @@ type Status struct {
 	// LastOutput is the end of the last call's output, set only if its
 	// client left before the call's end.
 	LastOutput *string `json:"-"`
+	// Limits are the context's limits (Config.Limits).
+	Limits executor.Limits `json:"-"`
 }
 
 // RestartedError is ErrRestarted with the generation the context is at.
@@ -98,10 +104,12 @@ func (c *Context) start(ctx context.Context) error {
 	select {
 	case f, ok := <-it.frames:
 		if ok && f.Type == "ready" {
+			it.ready.Store(true)
 			break
 		}
+		res, own := it.ownEnd(c.reg.grace())
 		it.kill()
-		return fmt.Errorf("%w: its worker ended before it was ready (%s on PATH may be too old)", ErrStart, c.spec.binary)
+		return startFailure(it, res, own, c.spec, c.cfg.Limits)
 	case <-timer.C:
 		it.kill()
 		return fmt.Errorf("%w within %s", ErrStart, c.reg.startTimeout())
@@ -136,7 +144,7 @@ func (c *Context) Status() Status {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	st := Status{ID: c.id, Language: c.cfg.Language, Generation: c.generation, Busy: c.turn != nil,
-		ExecutionCount: c.count, LastOutput: c.lastOutput}
+		ExecutionCount: c.count, LastOutput: c.lastOutput, Limits: c.cfg.Limits}
 	if c.it != nil {
 		st.Pid = c.it.pid
 	}

@@ -5,12 +5,17 @@ import (
 	"fmt"
 	"syscall"
 	"time"
+
+	"github.com/sandbox-executor/sandbox-executor/executor"
 )
 
 // outcome is how the code of a call ended, as the execute loop saw it.
 type outcome struct {
 	status string
 	lost   bool // the interpreter was restarted (or is gone): its state is lost
+	// term is how the interpreter ended, if it ended by itself (its own
+	// exit, a signal the agent did not send, a limit) during the call.
+	term *executor.Termination
 }
 
 // execute runs call to its end and frees the context. It runs in its own
@@ -33,7 +38,7 @@ func (c *Context) execute(call *Call, req RunRequest) {
 	c.mu.Lock()
 	c.lastStatus = out.status
 	comp := Completion{Status: out.status, ExecutionCount: call.count, Generation: c.generation,
-		StateLost: out.lost, DurationMS: time.Since(start).Milliseconds()}
+		StateLost: out.lost, DurationMS: time.Since(start).Milliseconds(), Termination: out.term}
 	c.lastOutput = call.lastOutput()
 	c.passTurnLocked()
 	c.mu.Unlock()
@@ -51,7 +56,8 @@ func (c *Context) runOn(it *interp, call *Call, req RunRequest) outcome {
 	_ = it.toW.SetWriteDeadline(time.Now().Add(c.reg.startTimeout()))
 	err := writeFrame(it.toW, frame{Type: "execute", Code: req.Code, Count: call.count, MaxOutput: c.reg.maxOutput()})
 	if err != nil {
-		return c.lose(it, call, "error", "its interpreter was not reading")
+		// It may have ended between calls, a limit's doing or its own.
+		return c.loseEnded(it, call, "error", "its interpreter was not reading")
 	}
 	var timeout, grace <-chan time.Time
 	if req.Timeout > 0 {
@@ -86,7 +92,7 @@ func (c *Context) runOn(it *interp, call *Call, req RunRequest) outcome {
 			case !ok && it.badFrame != nil:
 				return answer(c.lose(it, call, orStatus(why, "error"), "its worker sent a malformed frame"))
 			case !ok:
-				return answer(c.lose(it, call, orStatus(why, "error"), "its interpreter exited"))
+				return answer(c.loseEnded(it, call, orStatus(why, "error"), "its interpreter exited"))
 			case f.Type == "ready" || f.Type == "done" && f.Count != call.count:
 				// A done frame for another call: forged, or stale.
 				return answer(c.lose(it, call, orStatus(why, "error"), "its worker sent an unexpected frame"))
@@ -124,6 +130,20 @@ func orStatus(why, otherwise string) string {
 		return why
 	}
 	return otherwise
+}
+
+// loseEnded is lose for an interpreter that may have ended by itself: it
+// waits a grace period for its end, and if it came, says how in the
+// call's error event and its termination.
+func (c *Context) loseEnded(it *interp, call *Call, status, why string) outcome {
+	res, own := it.ownEnd(c.reg.grace())
+	if !own {
+		return c.lose(it, call, status, why)
+	}
+	term, said := endOf(res)
+	out := c.lose(it, call, status, said)
+	out.term = &term
+	return out
 }
 
 // lose kills it, says why in an error event, and restarts the

@@ -8,10 +8,17 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unicode/utf8"
+
+	"github.com/sandbox-executor/sandbox-executor/executor"
 )
+
+// earlySize is how much of the stderr an interpreter writes before its
+// worker is ready is kept, to say why a start failed.
+const earlySize = 2 << 10
 
 // interp is one running interpreter and its worker: the process group it
 // leads, the frame pipes, and the readers of its stdout and stderr.
@@ -24,8 +31,11 @@ type interp struct {
 	// badFrame is set, before frames closes, if a malformed frame ended it.
 	badFrame error
 	outs     [2]*os.File
-	exited   chan struct{} // closed once cmd.Wait has returned
+	exited   chan struct{} // closed once cmd.Wait has returned and end is set
 	readers  sync.WaitGroup
+	limited  *executor.Limited
+	end      executor.Result // how the interpreter ended; read only once exited is closed
+	ready    atomic.Bool     // set once its worker's ready frame came
 
 	// mu guards read: the bytes each output reader has delivered.
 	// Holding it while a count grows and is waited for means the worker's
@@ -38,6 +48,7 @@ type interp struct {
 	// held as the start of a cut character). See drained.
 	taken, consumed [2]int64
 	readsUp         chan struct{} // closed and replaced whenever read grows
+	early           []byte        // the start of its stderr before ready, at most earlySize
 }
 
 // sink receives an interpreter's output, from its reader goroutines:
@@ -79,8 +90,17 @@ func (r *Registry) startInterp(spec language, cfg Config, out sink) (*interp, er
 	}
 	cmd.Stdout, cmd.Stderr = files[2], files[3]
 	cmd.ExtraFiles = []*os.File{wR, wW} // fds 3 and 4
-	if err := r.startCmd(cmd); err != nil {
+	limited, err := r.runner.Limit(cmd, cfg.Limits)
+	if err != nil {
 		it.closeFiles()
+		return nil, err
+	}
+	it.limited = limited
+	err = r.startCmd(cmd)
+	limited.Started()
+	if err != nil {
+		it.closeFiles()
+		limited.Ended()
 		return nil, fmt.Errorf("starting %s: %w", spec.binary, err)
 	}
 	it.pid = cmd.Process.Pid
@@ -109,6 +129,7 @@ func (it *interp) wait(r *Registry) {
 	if r.runner.Reaper != nil {
 		r.runner.Reaper.Done(it.pid)
 	}
+	it.end = it.limited.Ended()
 	close(it.exited)
 	deadline := time.Now().Add(500 * time.Millisecond)
 	_ = it.fromW.SetReadDeadline(deadline)
@@ -157,6 +178,9 @@ func (it *interp) readOutput(i int, out sink) {
 			out(i, strings.ToValidUTF8(string(buf[:whole]), "\uFFFD"))
 		}
 		it.mu.Lock()
+		if i == 1 && !it.ready.Load() {
+			it.early = append(it.early, buf[:min(whole, earlySize-len(it.early))]...)
+		}
 		it.read[i] += int64(whole)
 		it.consumed[i] += int64(fresh)
 		close(it.readsUp)
@@ -281,4 +305,29 @@ func credential(cfg Config) *syscall.Credential {
 		return nil
 	}
 	return &syscall.Credential{Uid: u.UID, Gid: u.GID, Groups: u.Groups}
+}
+
+// ownEnd waits up to d for the interpreter to exit, and reports how it
+// ended and whether it did. The caller calls it only before the agent
+// kills the interpreter, so that an end it reports is the interpreter's
+// own (or a limit's), never the agent's SIGKILL.
+func (it *interp) ownEnd(d time.Duration) (executor.Result, bool) {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-it.exited:
+		return it.end, true
+	case <-timer.C:
+		return executor.Result{}, false
+	}
+}
+
+// earlyError returns the last line the interpreter wrote to stderr before
+// its worker was ready (a Python traceback's last line names the error),
+// or "". Its readers must be done.
+func (it *interp) earlyError() string {
+	it.mu.Lock()
+	defer it.mu.Unlock()
+	lines := strings.Split(strings.TrimSpace(strings.ToValidUTF8(string(it.early), "\uFFFD")), "\n")
+	return strings.TrimSpace(lines[len(lines)-1])
 }

@@ -43,6 +43,10 @@ var (
 	// ErrStart is returned by Create when the interpreter started but its
 	// worker did not answer.
 	ErrStart = errors.New("interpreter did not start")
+	// ErrLimitsTooLow is returned by Create when the interpreter, started
+	// with Config.Limits, ended before its worker was ready; the text
+	// says how it ended.
+	ErrLimitsTooLow = errors.New("the interpreter did not start under its limits")
 )
 
 // MaxQueue is how many calls may wait for a busy context.

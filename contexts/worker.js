@@ -4,6 +4,13 @@
 // length and that many bytes of JSON. The user's code writes to file
 // descriptors 1 and 2 as it likes: nothing it prints can forge a frame.
 // Built-in modules only; Node 18+.
+//
+// Everything is inside one function: the cells run as scripts in this
+// same context (vm's runInThisContext), where top-level declarations of
+// the worker's would be the code's too (a cell's `const fs` would be
+// "already declared", and its `counts = 0` would forge the frame counts).
+// Only display (and, from node -e, require) are global.
+(function worker() {
 'use strict';
 const fs = require('fs');
 const net = require('net');
@@ -173,3 +180,4 @@ input.on('data', (chunk) => {
 });
 input.on('end', () => process.exit(0));
 send({ type: 'ready', pid: process.pid });
+})();

@@ -223,9 +223,9 @@ def _show_figure(fig):
     _emit("display", {"text/plain": repr(fig), "image/png": base64.b64encode(buf.getvalue()).decode("ascii")})
 
 
-# The matplotlib backend the worker provides (MPLBACKEND below): show()
-# and the figures a cell leaves open become display outputs. matplotlib
-# itself is imported only if the user's code imports it.
+# The matplotlib backend the worker provides (see _install_mpl_backend):
+# show() and the figures a cell leaves open become display outputs.
+# matplotlib itself is imported only if the user's code imports it.
 _MPL_SOURCE = '''
 from matplotlib.backend_bases import FigureManagerBase
 from matplotlib.backends.backend_agg import FigureCanvasAgg as FigureCanvas
@@ -258,10 +258,40 @@ def _install_mpl_backend():
         def find_spec(self, name, path=None, target=None):
             if name == "_sandbox_mpl":
                 return importlib.util.spec_from_loader(name, Loader())
+            if name == "matplotlib" and not os.environ.get("MPLBACKEND"):
+                return _matplotlib_spec(self, name, path, target)
             return None
 
-    sys.meta_path.append(Finder())
-    os.environ.setdefault("MPLBACKEND", _BACKEND)
+    # First, to see matplotlib's import before the finder that loads it.
+    sys.meta_path.insert(0, Finder())
+
+
+def _matplotlib_spec(me, name, path, target):
+    """The spec the other finders give matplotlib, its loader made to set
+    the worker's backend once the module has run, as MPLBACKEND would
+    (matplotlib reads it at the very end of its import). The backend is
+    not put in MPLBACKEND itself: the code's child processes would inherit
+    a backend only the worker can import."""
+    for finder in sys.meta_path:
+        if finder is me or not hasattr(finder, "find_spec"):
+            continue
+        spec = finder.find_spec(name, path, target)
+        if spec is not None:
+            break
+    else:
+        return None
+    loader = spec.loader
+    run = getattr(loader, "exec_module", None)
+    if run is None:
+        return spec
+
+    def exec_module(module):
+        run(module)
+        if not os.environ.get("MPLBACKEND"):
+            module.rcParams["backend"] = _BACKEND
+
+    loader.exec_module = exec_module  # this module's loader only
+    return spec
 
 
 def _flush_figures():

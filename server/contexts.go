@@ -26,10 +26,14 @@ func (s *Server) handleContextCreate(w http.ResponseWriter, r *http.Request) err
 		Env         map[string]string `json:"env"`
 		Session     string            `json:"session"`
 		User        stringOrNumber    `json:"user"`
-		Limits      map[string]any    `json:"limits"`
+		Limits      json.RawMessage   `json:"limits"` // see parseLimits; a session's are the defaults
 		IdleTimeout *float64          `json:"idle_timeout"`
 	}
 	req, err := decode[request](w, r, s.cfg.MaxBody)
+	if err != nil {
+		return err
+	}
+	lim, err := parseLimits(req.Limits)
 	if err != nil {
 		return err
 	}
@@ -37,6 +41,7 @@ func (s *Server) handleContextCreate(w http.ResponseWriter, r *http.Request) err
 	if err != nil {
 		return err
 	}
+	cfg.Limits = lim
 	if req.Session != "" {
 		if cfg, err = s.sessionContext(req.Session, cfg); err != nil {
 			return err
@@ -47,8 +52,8 @@ func (s *Server) handleContextCreate(w http.ResponseWriter, r *http.Request) err
 			return err
 		}
 	}
-	if req.Limits != nil {
-		return errorf(http.StatusNotImplemented, "limits on a context are not supported yet")
+	if err := s.checkLimits(cfg.Limits); err != nil {
+		return err
 	}
 	cfg.IdleTimeout = defaultIdleTimeout
 	if req.IdleTimeout != nil {
@@ -87,14 +92,14 @@ func (s *Server) contextConfig(lang, cwd string, env map[string]string, user str
 }
 
 // sessionContext makes cfg start from session id's state (its cwd,
-// environment and user; cfg's own cwd and env laid over them) and die
-// with the session.
+// environment and user; cfg's own cwd and env laid over them; its limits
+// as the defaults of cfg's, key by key) and die with the session.
 func (s *Server) sessionContext(id string, cfg contexts.Config) (contexts.Config, error) {
-	c, err := s.sessions.Background(id, executor.Command{Dir: cfg.Dir, Env: cfg.Env, User: cfg.User})
+	c, err := s.sessions.Background(id, executor.Command{Dir: cfg.Dir, Env: cfg.Env, User: cfg.User, Limits: cfg.Limits})
 	if err != nil {
 		return cfg, err
 	}
-	cfg.Dir, cfg.BaseEnv, cfg.Env, cfg.User = c.Dir, c.BaseEnv, c.Env, c.User
+	cfg.Dir, cfg.BaseEnv, cfg.Env, cfg.User, cfg.Limits = c.Dir, c.BaseEnv, c.Env, c.User, c.Limits
 	cfg.Alive = func() bool {
 		// List, not User: asking must not count as using the session,
 		// which would keep it from expiring.
@@ -145,6 +150,9 @@ func (s *Server) handleContextStatus(w http.ResponseWriter, r *http.Request) err
 		"busy": st.Busy, "execution_count": st.ExecutionCount, "last_status": st.LastStatus}
 	if st.LastOutput != nil {
 		body["last_output"] = *st.LastOutput
+	}
+	if !st.Limits.IsZero() {
+		body["limits"] = st.Limits
 	}
 	encode(w, http.StatusOK, body)
 	return nil

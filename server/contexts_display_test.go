@@ -101,3 +101,28 @@ Big()`
 	assert.Equal(t, "Big()", data["text/plain"])
 	assert.NotContains(t, data, "text/html")
 }
+
+// The worker's matplotlib backend is the context's own: a child process
+// of the code imports matplotlib with its own default, and an MPLBACKEND
+// of the context's env wins in the context.
+func TestContextMatplotlibBackendStaysInTheWorker(t *testing.T) {
+	py, err := debianFirst("python3")
+	if err != nil {
+		t.Skip("no python3")
+	}
+	if err := exec.Command(py, "-c", "import matplotlib").Run(); err != nil {
+		t.Skipf("%s cannot import matplotlib (apt-get install python3-matplotlib): %v", py, err)
+	}
+	ts := newContextServer(t, contexts.Options{LookPath: debianFirst})
+	id := createContext(t, ts, map[string]any{"language": "python"})
+	evs := runCode(t, ts, map[string]any{"context": id, "code": `import os, subprocess, sys
+child = subprocess.run([sys.executable, "-c", "import os, matplotlib.pyplot as plt; print(os.environ.get('MPLBACKEND'), plt.get_backend())"],
+                       capture_output=True, text=True)
+import matplotlib
+child.returncode, child.stdout.strip(), child.stderr[-200:], os.environ.get("MPLBACKEND"), matplotlib.get_backend()`})
+	assert.Equal(t, "(0, 'None agg', '', None, 'module://_sandbox_mpl')", codeResult(t, evs))
+
+	id = createContext(t, ts, map[string]any{"language": "python", "env": map[string]string{"MPLBACKEND": "svg"}})
+	evs = runCode(t, ts, map[string]any{"context": id, "code": "import matplotlib\nmatplotlib.get_backend()"})
+	assert.Equal(t, "'svg'", codeResult(t, evs))
+}

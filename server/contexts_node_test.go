@@ -65,3 +65,39 @@ func TestContextNoNode(t *testing.T) {
 	assert.Equal(t, http.StatusNotImplemented, resp.StatusCode)
 	assert.Equal(t, "node not found on PATH", jsonReply(t, resp)["error"])
 }
+
+// The worker's own names are not the code's: a cell may declare what the
+// worker uses (fs, send, counts), and sees none of it.
+func TestContextNodeWorkerNamesHidden(t *testing.T) {
+	if _, err := exec.LookPath("node"); err != nil {
+		t.Skip("node is not on PATH")
+	}
+	ts := newContextServer(t, contexts.Options{})
+	id := createContext(t, ts, map[string]any{"language": "javascript"})
+	evs := runCode(t, ts, map[string]any{"context": id, "code": "[typeof send, typeof counts, typeof running, typeof display, typeof require]"})
+	assert.Equal(t, "[ 'undefined', 'undefined', 'undefined', 'function', 'function' ]", codeResult(t, evs))
+	evs = runCode(t, ts, map[string]any{"context": id, "code": "const fs = require('fs'); let counts = [9, 9]; fs.existsSync('/')"})
+	assert.Equal(t, "ok", complete(t, evs)["status"])
+	assert.Equal(t, "true", codeResult(t, evs))
+	evs = runCode(t, ts, map[string]any{"context": id, "code": "console.log('after'); counts"})
+	assert.Equal(t, "after\n", streamText(evs, "stdout"))
+	assert.Equal(t, "[ 9, 9 ]", codeResult(t, evs))
+}
+
+// Node, as Python, ignores SIGXFSZ: a write past file_size_bytes is an
+// EFBIG error in the cell, and the interpreter lives.
+func TestContextNodeFileSizeLimit(t *testing.T) {
+	if _, err := exec.LookPath("node"); err != nil {
+		t.Skip("node is not on PATH")
+	}
+	ts, _ := newTestServer(t, testServer{runner: limitRunner()})
+	dir := t.TempDir()
+	id := createContext(t, ts, map[string]any{"language": "javascript", "cwd": dir, "limits": map[string]any{"file_size_bytes": 1 << 20}})
+	runCode(t, ts, map[string]any{"context": id, "code": "let y = 2"})
+	evs := runCode(t, ts, map[string]any{"context": id, "code": "require('fs').writeFileSync('f', Buffer.alloc(2 << 20))"})
+	assert.Contains(t, errorEvent(t, evs)["value"], "EFBIG: file too large")
+	comp := complete(t, evs)
+	assert.Equal(t, "error", comp["status"])
+	assert.Equal(t, false, comp["state_lost"])
+	assert.Equal(t, "[ 2, 1048576 ]", codeResult(t, runCode(t, ts, map[string]any{"context": id, "code": "[y, require('fs').statSync('f').size]"})))
+}

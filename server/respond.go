@@ -109,6 +109,7 @@ var errorStatuses = [...]errorStatus{
 	{err: contexts.ErrBusy, code: http.StatusConflict, bare: true},
 	{err: contexts.ErrQueueFull, code: http.StatusServiceUnavailable, bare: true},
 	{err: contexts.ErrClosed, code: http.StatusServiceUnavailable},
+	{err: contexts.ErrLimitsTooLow, code: http.StatusBadRequest},
 	{err: watch.ErrTooMany, code: http.StatusServiceUnavailable},
 	{err: watch.ErrTooManyDirs, code: http.StatusServiceUnavailable},
 	{err: watch.ErrNotFound, code: http.StatusNotFound},
