@@ -6,6 +6,8 @@ import (
 	"io/fs"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // FindRequest is a find_files: the entries under Path whose path matches
@@ -89,6 +91,8 @@ type finder struct {
 	walk       walkOptions
 	reply      *FindReply
 	last       []string
+	lastModSec int64  // the mod_time of lastModStr (see modTime)
+	lastModStr string // "" before the first
 }
 
 func newFind(req FindRequest) (*finder, error) {
@@ -124,6 +128,9 @@ func newFind(req FindRequest) (*finder, error) {
 	return f, nil
 }
 
+// visit takes the walk's entries in order. Only an entry that is
+// returned is stat'ed (for its size and mod_time): the type comes from
+// the directory entry, and the glob needs only the name or the path.
 func (f *finder) visit(e entry) error {
 	switch e.kind {
 	case entExcluded:
@@ -132,7 +139,7 @@ func (f *finder) visit(e entry) error {
 	case entLink:
 		return nil
 	case entUnreadable:
-		if e.de == nil || e.de.IsDir() { // a directory that could not be read
+		if e.typ == unix.DT_DIR { // a directory that could not be read
 			f.reply.Skipped.Unreadable++
 			return nil
 		}
@@ -148,24 +155,33 @@ func (f *finder) visit(e entry) error {
 	if (f.typ == "file" && (isDir || e.kind != entFile)) || (f.typ == "dir" && !isDir) {
 		return nil
 	}
-	if !f.glob[0].match(joinRel(e.rel), e.de.Name(), isDir) {
+	if !f.glob[0].match(e.rel, e.name, isDir) {
 		return nil
 	}
-	fi, err := e.de.Info()
-	if err != nil {
+	var st unix.Stat_t
+	if err := e.lstat(&st); err != nil {
 		return nil // gone since the directory was read
 	}
 	if len(f.reply.Entries) == f.maxResults {
 		f.stop(StoppedMaxResults, nil, 0)
 		return errStop
 	}
-	size := fi.Size()
+	size := st.Size
 	if isDir {
 		size = 0
 	}
-	f.reply.Entries = append(f.reply.Entries, FoundEntry{Path: e.abs, Type: typ, Size: size, ModTime: fi.ModTime().UTC().Format(time.RFC3339)})
+	f.reply.Entries = append(f.reply.Entries, FoundEntry{Path: e.abs, Type: typ, Size: size, ModTime: f.modTime(st.Mtim.Sec)})
 	f.last = e.rel
 	return nil
+}
+
+// modTime formats a mod_time of sec (Unix seconds). The files of a
+// checkout or a build share a few seconds, so the last one is kept.
+func (f *finder) modTime(sec int64) string {
+	if f.lastModStr == "" || sec != f.lastModSec {
+		f.lastModSec, f.lastModStr = sec, time.Unix(sec, 0).UTC().Format(time.RFC3339)
+	}
+	return f.lastModStr
 }
 
 func (f *finder) stop(by string, at []string, line int) {
