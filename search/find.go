@@ -56,10 +56,31 @@ const cursorReturned = 1
 // req.Glob, in walk order. Symbolic links are neither followed nor
 // listed; special files are listed as files only with type "any".
 func (s *Searcher) FindFiles(ctx context.Context, req FindRequest) (*FindReply, error) {
+	var entries []FoundEntry
+	rep, err := s.FindFilesStream(ctx, req, func(e FoundEntry) error {
+		entries = append(entries, e)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if entries != nil {
+		rep.Entries = entries
+	}
+	return rep, nil
+}
+
+// FindFilesStream is FindFiles that hands each entry to emit as the walk
+// finds it, in order, rather than holding them: its reply's Entries is
+// empty. An error of emit ends the walk and is returned. emit is not
+// called once an error is certain: a bad request, or a path that is
+// missing or cannot be read, is returned before the first entry.
+func (s *Searcher) FindFilesStream(ctx context.Context, req FindRequest, emit func(FoundEntry) error) (*FindReply, error) {
 	f, err := newFind(req)
 	if err != nil {
 		return nil, err
 	}
+	f.emit = emit
 	root, fi, err := statRoot(req.Path)
 	if err != nil {
 		return nil, err
@@ -90,6 +111,8 @@ type finder struct {
 	timeout    time.Duration
 	walk       walkOptions
 	reply      *FindReply
+	emit       func(FoundEntry) error
+	returned   int // entries emitted
 	last       []string
 	lastModSec int64  // the mod_time of lastModStr (see modTime)
 	lastModStr string // "" before the first
@@ -162,7 +185,7 @@ func (f *finder) visit(e entry) error {
 	if err := e.lstat(&st); err != nil {
 		return nil // gone since the directory was read
 	}
-	if len(f.reply.Entries) == f.maxResults {
+	if f.returned == f.maxResults {
 		f.stop(StoppedMaxResults, nil, 0)
 		return errStop
 	}
@@ -170,7 +193,10 @@ func (f *finder) visit(e entry) error {
 	if isDir {
 		size = 0
 	}
-	f.reply.Entries = append(f.reply.Entries, FoundEntry{Path: e.abs, Type: typ, Size: size, ModTime: f.modTime(st.Mtim.Sec)})
+	if err := f.emit(FoundEntry{Path: e.abs, Type: typ, Size: size, ModTime: f.modTime(st.Mtim.Sec)}); err != nil {
+		return err
+	}
+	f.returned++
 	f.last = e.rel
 	return nil
 }

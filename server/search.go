@@ -129,7 +129,9 @@ func (n *ndjson) line(v any) error {
 
 // handleFindFiles serves POST /find_files: the files or directories under
 // a directory whose path matches a glob, with what the walk did not look
-// at (search.FindReply).
+// at (search.FindReply). The reply is written as the walk finds its
+// entries (findWriter), so that a client reads the first while the agent
+// looks for the last; its status is decided before the first entry.
 func (s *Server) handleFindFiles(w http.ResponseWriter, r *http.Request) error {
 	type request struct {
 		search.FindRequest
@@ -142,10 +144,14 @@ func (s *Server) handleFindFiles(w http.ResponseWriter, r *http.Request) error {
 	if err := refuseOwner(req.ownerFields); err != nil {
 		return err
 	}
-	rep, err := s.search.FindFiles(r.Context(), req.FindRequest)
+	fw := newFindWriter(w, s.cfg.StallTimeout)
+	defer fw.stall.done()
+	rep, err := s.search.FindFilesStream(r.Context(), req.FindRequest, fw.entry)
 	if err != nil {
+		if fw.started {
+			return err // the client left, or stopped reading: nothing more can be said
+		}
 		return searchError(err)
 	}
-	encode(w, http.StatusOK, rep)
-	return nil
+	return fw.finish(rep)
 }

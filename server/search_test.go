@@ -175,3 +175,38 @@ func jsonBody(t *testing.T, v any) *bytes.Reader {
 	require.NoError(t, err)
 	return bytes.NewReader(b)
 }
+
+// TestFindFilesStreamedReply: the reply written entry by entry is the
+// JSON of the whole search.FindReply, names that need escaping included,
+// and a bad request is still a 4xx, decided before anything is written.
+func TestFindFilesStreamedReply(t *testing.T) {
+	ts, s := newTestServer(t, testServer{})
+	dir := t.TempDir()
+	for _, name := range []string{"plain.go", `q"uote.go`, "new\nline.go", "<a&b>.go", "bad\xff.go", "back\\slash.go", "é.go"} {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(name), 0o644))
+	}
+	for _, req := range []map[string]any{
+		{"path": dir, "glob": "**/*.go"},
+		{"path": dir, "glob": "*.go", "max_results": 3},
+		{"path": dir, "glob": "*.none"},
+		{"path": dir, "type": "any", "max_results": 1, "timeout": 1e-9},
+	} {
+		raw, err := json.Marshal(req)
+		require.NoError(t, err)
+		var fr search.FindRequest
+		require.NoError(t, json.Unmarshal(raw, &fr))
+		want, err := s.search.FindFiles(t.Context(), fr)
+		require.NoError(t, err)
+		wantJSON, err := json.Marshal(want)
+		require.NoError(t, err)
+		var wantBody map[string]any
+		require.NoError(t, json.Unmarshal(wantJSON, &wantBody))
+		code, body := call(t, ts, "POST", "/find_files", req)
+		require.Equal(t, http.StatusOK, code)
+		assert.Equal(t, wantBody, body, "%v", req)
+	}
+	code, body := call(t, ts, "POST", "/find_files", map[string]any{"path": filepath.Join(dir, "missing")})
+	assert.Equal(t, http.StatusNotFound, code, body)
+	code, body = call(t, ts, "POST", "/find_files", map[string]any{"path": dir, "glob": "[", "type": "file"})
+	assert.Equal(t, http.StatusBadRequest, code, body)
+}
