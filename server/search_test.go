@@ -8,7 +8,9 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -209,4 +211,35 @@ func TestFindFilesStreamedReply(t *testing.T) {
 	assert.Equal(t, http.StatusNotFound, code, body)
 	code, body = call(t, ts, "POST", "/find_files", map[string]any{"path": dir, "glob": "[", "type": "file"})
 	assert.Equal(t, http.StatusBadRequest, code, body)
+}
+
+// A /grep?stream=1 client that stays connected but stops reading is let
+// go after the stall timeout: the handler returns, and with it the walk
+// (it runs in the handler's goroutine), long before the search could
+// have ended by itself, and nothing is left running (goleak checks the
+// package's goroutines at its end).
+func TestGrepStreamStalledClientLetGo(t *testing.T) {
+	const stall = 300 * time.Millisecond
+	ts, _ := newTestServer(t, testServer{cfg: Config{StallTimeout: stall}})
+	dir := t.TempDir()
+	// Every line matches, and each match carries 100 lines of context:
+	// about 20 KB of NDJSON per match, 40 MB per file, 800 MB in all,
+	// far more than the socket buffers between the agent and the client.
+	content := strings.Repeat("needle "+strings.Repeat("x", 200)+"\n", 2000)
+	for i := range 20 {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, fmt.Sprintf("f%02d.txt", i)), []byte(content), 0o644))
+	}
+	body, err := json.Marshal(map[string]any{"pattern": "needle", "path": dir, "context": 50, "max_results": 1 << 30, "timeout": 600})
+	require.NoError(t, err)
+	_, br := rawRequest(t, ts, "POST", "/grep?stream=1", string(body))
+	status, err := br.ReadString('\n')
+	require.NoError(t, err)
+	require.Contains(t, status, " 200 ")
+	const handler = "server.(*Server).handleGrep"
+	require.Equal(t, 1, handlersIn(handler), "the search is under way")
+	// From here on the client reads nothing.
+	stopped := time.Now()
+	require.Eventually(t, func() bool { return handlersIn(handler) == 0 }, 10*time.Second, 10*time.Millisecond,
+		"the stalled client's grep is still running")
+	assert.GreaterOrEqual(t, time.Since(stopped), stall/2, "let go by the stall timeout, not before")
 }
