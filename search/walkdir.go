@@ -3,6 +3,8 @@ package search
 import (
 	"errors"
 	"io/fs"
+	"slices"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -49,7 +51,7 @@ func (w *walker) dir(fd int, abs string, rel []string) error {
 		}
 	}
 	mark := len(w.ignores)
-	if w.opts.gitignore {
+	if w.opts.gitignore && hasIgnoreFile(ents) {
 		w.readIgnores(abs, rel)
 	}
 	defer func() { w.ignores = w.ignores[:mark] }()
@@ -141,4 +143,16 @@ func joinPath(dir, name string) string {
 		return dir + name
 	}
 	return dir + "/" + name
+}
+
+// hasIgnoreFile reports whether a directory's sorted listing holds a
+// .gitignore or an .ignore: only then are they opened, rather than two
+// failed opens for every directory of a tree that has none.
+func hasIgnoreFile(ents []dirEnt) bool {
+	for _, name := range [...]string{".gitignore", ".ignore"} {
+		if _, ok := slices.BinarySearchFunc(ents, name, func(e dirEnt, n string) int { return strings.Compare(e.name, n) }); ok {
+			return true
+		}
+	}
+	return false
 }

@@ -46,13 +46,13 @@ func (f *findWriter) entry(e search.FoundEntry) error {
 		b = append(b, ',')
 	}
 	b = append(b, `{"path":`...)
-	b = sse.AppendJSONString(b, []byte(e.Path))
+	b = appendJSONString(b, e.Path)
 	b = append(b, `,"type":`...)
-	b = sse.AppendJSONString(b, []byte(e.Type))
+	b = appendJSONString(b, e.Type)
 	b = append(b, `,"size":`...)
 	b = strconv.AppendInt(b, e.Size, 10)
 	b = append(b, `,"mod_time":`...)
-	b = sse.AppendJSONString(b, []byte(e.ModTime))
+	b = appendJSONString(b, e.ModTime)
 	b = append(b, '}')
 	f.buf = b
 	_, err := f.bw.Write(b)
@@ -89,4 +89,18 @@ func (f *findWriter) finish(rep *search.FindReply) error {
 	f.bw.WriteByte(']')
 	f.bw.Write(tail)
 	return f.bw.Flush()
+}
+
+// appendJSONString appends s as a JSON string, as sse.AppendJSONString
+// does; a string of printable ASCII without quotes or backslashes (most
+// paths) is copied as it is, without the conversion to bytes.
+func appendJSONString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x80 || c == '"' || c == '\\' {
+			return sse.AppendJSONString(b, []byte(s))
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
 }
