@@ -90,11 +90,13 @@ func TestGrepErrors(t *testing.T) {
 	code, _ = call(t, ts, "POST", "/grep", map[string]any{"pattern": "x", "path": dir, "cursor": "!!"})
 	assert.Equal(t, http.StatusBadRequest, code)
 
-	code, body = call(t, ts, "POST", "/grep", map[string]any{"pattern": "x", "path": dir, "user": "nobody"})
+	// A search as a user runs with that user's rights (TestSearchAsUser);
+	// a user or session that does not exist is refused, never searched
+	// with the agent's rights.
+	code, _ = call(t, ts, "POST", "/grep", map[string]any{"pattern": "x", "path": dir, "user": "no-such-user-here"})
 	assert.Equal(t, http.StatusBadRequest, code, "a search never gives the agent's view to a client that asked for a user's")
-	assert.Contains(t, body["error"], "user and session are not supported")
 	code, _ = call(t, ts, "POST", "/find_files", map[string]any{"path": dir, "session": "s"})
-	assert.Equal(t, http.StatusBadRequest, code)
+	assert.Equal(t, http.StatusNotFound, code)
 
 	code, _ = call(t, ts, "POST", "/find_files", map[string]any{"path": dir, "type": "socket"})
 	assert.Equal(t, http.StatusBadRequest, code)
@@ -242,4 +244,58 @@ func TestGrepStreamStalledClientLetGo(t *testing.T) {
 	require.Eventually(t, func() bool { return handlersIn(handler) == 0 }, 10*time.Second, 10*time.Millisecond,
 		"the stalled client's grep is still running")
 	assert.GreaterOrEqual(t, time.Since(stopped), stall/2, "let go by the stall timeout, not before")
+}
+
+// TestSearchAsUser: a grep or a find_files as a user runs with that
+// user's rights: a file only root may read is not searched and counts in
+// skipped.unreadable, as does a directory only root may list; what the
+// user may read is searched as usual, streamed or not.
+func TestSearchAsUser(t *testing.T) {
+	work, _ := nobodyDir(t)
+	ts, _ := newTestServer(t, testServer{})
+	writeTestFile(t, filepath.Join(work, "open.txt"), "needle\n")
+	writeTestFile(t, filepath.Join(work, "secret.txt"), "needle\n")
+	require.NoError(t, os.Chmod(filepath.Join(work, "secret.txt"), 0o600))
+	writeTestFile(t, filepath.Join(work, "private", "x.txt"), "needle\n")
+	require.NoError(t, os.Chmod(filepath.Join(work, "private"), 0o700))
+
+	paths := func(body map[string]any, key string) []string {
+		var out []string
+		for _, m := range body[key].([]any) {
+			out = append(out, strings.TrimPrefix(m.(map[string]any)["path"].(string), work+"/"))
+		}
+		return out
+	}
+	code, body := call(t, ts, "POST", "/grep", map[string]any{"pattern": "needle", "path": work, "user": "nobody"})
+	require.Equal(t, http.StatusOK, code, body)
+	assert.Equal(t, []string{"open.txt"}, paths(body, "matches"))
+	assert.Equal(t, 2.0, body["skipped"].(map[string]any)["unreadable"], "secret.txt and private/")
+	assert.Equal(t, 1.0, body["files_scanned"])
+
+	code, body = call(t, ts, "POST", "/grep", map[string]any{"pattern": "needle", "path": work})
+	require.Equal(t, http.StatusOK, code, body)
+	assert.Equal(t, []string{"open.txt", "private/x.txt", "secret.txt"}, paths(body, "matches"), "the agent reads all three")
+	assert.Equal(t, 0.0, body["skipped"].(map[string]any)["unreadable"])
+
+	resp := request(t, ts, "POST", "/grep?stream=1", map[string]any{"pattern": "needle", "path": work, "user": "nobody"})
+	var lines []map[string]any
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		var v map[string]any
+		require.NoError(t, json.Unmarshal(sc.Bytes(), &v))
+		lines = append(lines, v)
+	}
+	resp.Body.Close()
+	require.Len(t, lines, 2)
+	assert.Equal(t, filepath.Join(work, "open.txt"), lines[0]["path"])
+	assert.Equal(t, 2.0, lines[1]["skipped"].(map[string]any)["unreadable"])
+
+	code, body = call(t, ts, "POST", "/find_files", map[string]any{"path": work, "type": "any", "user": "nobody"})
+	require.Equal(t, http.StatusOK, code, body)
+	assert.Equal(t, []string{"open.txt", "private", "secret.txt"}, paths(body, "entries"), "listed, not read; private/ cannot be listed")
+	assert.Equal(t, 1.0, body["skipped"].(map[string]any)["unreadable"])
+
+	// A path the user may not reach at all is 403, as /files says it.
+	code, _ = call(t, ts, "POST", "/grep", map[string]any{"pattern": "needle", "path": filepath.Join(work, "private"), "user": "nobody"})
+	assert.Equal(t, http.StatusForbidden, code)
 }
