@@ -23,7 +23,8 @@ func TestPatchLinksOutsideRefused(t *testing.T) {
 	require.NoError(t, os.Symlink(secret, filepath.Join(cwd, "file-link")))
 	require.NoError(t, os.Symlink(outside, filepath.Join(cwd, "dir-link")))
 	require.NoError(t, os.Symlink("../"+filepath.Base(outside)+"/secret.txt", filepath.Join(cwd, "rel-link")))
-	writeFile(t, cwd, "inside.txt", "one\n", 0o644)
+	inside := writeFile(t, cwd, "inside.txt", "one\n", 0o644)
+	require.NoError(t, os.Symlink(inside, filepath.Join(cwd, "abs-link"))) // absolute, but inside: os.Root refuses it too
 	tag := etagOf(t, secret)
 	for name, patch := range map[string]string{
 		"update through a file link":      "*** Update File: file-link\n-secret\n+changed\n",
@@ -35,6 +36,7 @@ func TestPatchLinksOutsideRefused(t *testing.T) {
 		"add below a directory link":      "*** Add File: dir-link/sub/new.txt\n+new\n",
 		"move through a directory link":   "*** Update File: inside.txt\n*** Move to: dir-link/moved.txt\n",
 		"move a file from outside":        "*** Update File: dir-link/secret.txt\n*** Move to: stolen.txt\n",
+		"update through an absolute link": "*** Update File: abs-link\n-one\n+changed\n",
 	} {
 		_, err := ApplyPatch(t.Context(), PatchRequest{Cwd: cwd, Patch: "*** Begin Patch\n" + patch + "*** End Patch"}, nil)
 		assert.ErrorIs(t, err, ErrInvalid, name)
