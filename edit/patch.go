@@ -75,6 +75,11 @@ func (e *FileError) Is(target error) bool { return target == ErrConflict }
 // tried without it. Unlike Codex's, a CRLF file keeps CRLF line ends,
 // and a hunk's kept lines keep the file's own text (Codex writes the
 // patch's, so that a context line matched loosely would be rewritten).
+// Every file is reached through an os.Root of cwd (see patchRoot): a
+// path that leads outside it, by "..", as an absolute path or through a
+// symbolic link, is refused with ErrInvalid and nothing is read or
+// written there. Everything, the rollback included, runs with o's
+// file-system identity (files.AsOwner).
 func ApplyPatch(ctx context.Context, req PatchRequest, o *files.Owner) (*PatchReply, error) {
 	return applyPatch(ctx, req, o, nil)
 }
@@ -85,6 +90,9 @@ type change struct {
 	action    string
 	path      string // absolute
 	dest      string // absolute: path, or where a move goes
+	rel       string // path relative to the root
+	destRel   string // dest relative to the root
+	target    string // the file path leads to (itself, or a link's), relative to the root: what an update replaces
 	old, new  []byte // old is nil for an added file, new for a deleted one
 	tag       string // old's ETag when read
 	link      string // what the path's symbolic link pointed to, if it was one
@@ -108,17 +116,37 @@ func applyPatch(ctx context.Context, req PatchRequest, o *files.Owner, beforeFil
 	if cwd, err = filepath.Abs(cwd); err != nil {
 		return nil, err
 	}
-	changes, err := plan(acts, cwd, o)
+	var rep *PatchReply
+	err = files.AsOwner(o, func() error {
+		root, err := openPatchRoot(cwd)
+		if err != nil {
+			return err
+		}
+		defer root.Close()
+		rep, err = applyIn(ctx, root, acts, o, beforeFile)
+		return err
+	})
+	return rep, err
+}
+
+// applyIn plans every change, then makes them in order, undoing those
+// made if one fails. It runs with o's identity.
+func applyIn(ctx context.Context, root *patchRoot, acts []action, o *files.Owner, beforeFile func(i int)) (*PatchReply, error) {
+	changes, err := plan(acts, root)
 	if err != nil {
 		return nil, err
 	}
 	rep := &PatchReply{Success: true, Files: []PatchFile{}}
 	var undo []func()
 	for i, c := range changes {
+		if err := ctx.Err(); err != nil {
+			rollback(undo)
+			return nil, err
+		}
 		if beforeFile != nil {
 			beforeFile(i)
 		}
-		u, tag, err := c.apply(ctx, o)
+		u, tag, err := c.apply(root, o)
 		if err != nil {
 			rollback(undo)
 			return nil, err
@@ -138,11 +166,11 @@ func rollback(undo []func()) {
 }
 
 // plan reads every file the actions touch and computes its new content.
-func plan(acts []action, cwd string, o *files.Owner) ([]*change, error) {
+func plan(acts []action, root *patchRoot) ([]*change, error) {
 	seen := map[string]bool{}
 	var cs []*change
 	for _, a := range acts {
-		c, err := planOne(a, cwd, o)
+		c, err := planOne(a, root)
 		if err != nil {
 			return nil, err
 		}
@@ -161,21 +189,25 @@ func plan(acts []action, cwd string, o *files.Owner) ([]*change, error) {
 	return cs, nil
 }
 
-func planOne(a action, cwd string, o *files.Owner) (*change, error) {
-	path, err := under(cwd, a.path)
+func planOne(a action, root *patchRoot) (*change, error) {
+	path, err := under(root.dir, a.path)
 	if err != nil {
 		return nil, err
 	}
 	c := &change{action: a.kind, path: path, dest: path, pathNamed: path, destNamed: path}
+	c.rel, c.destRel = root.rel(path), root.rel(path)
 	switch a.kind {
 	case "add":
-		if _, err := os.Lstat(path); !errors.Is(err, fs.ErrNotExist) {
+		if _, err := root.r.Lstat(c.rel); !errors.Is(err, fs.ErrNotExist) {
+			if err = root.outside(err, path); errors.Is(err, ErrInvalid) {
+				return nil, err
+			}
 			return nil, &FileError{File: path, Reason: "file already exists"}
 		}
-		c.new, c.pathNamed = joinLines(a.add, false), "/dev/null"
+		c.new, c.pathNamed, c.mode = joinLines(a.add, false), "/dev/null", 0o644
 		return c, nil
 	case "delete":
-		if err := c.read(o); errors.Is(err, fs.ErrNotExist) {
+		if err := c.read(root); errors.Is(err, fs.ErrNotExist) {
 			return nil, &FileError{File: path, Reason: "no such file to delete"}
 		} else if err != nil {
 			return nil, err
@@ -183,17 +215,21 @@ func planOne(a action, cwd string, o *files.Owner) (*change, error) {
 		c.destNamed = "/dev/null"
 		return c, nil
 	}
-	if err := c.read(o); err != nil {
+	if err := c.read(root); err != nil {
 		return nil, err
 	}
 	if c.new, err = applyHunks(path, c.old, a.hunks); err != nil {
 		return nil, err
 	}
 	if a.moveTo != "" {
-		if c.dest, err = under(cwd, a.moveTo); err != nil {
+		if c.dest, err = under(root.dir, a.moveTo); err != nil {
 			return nil, err
 		}
-		if _, err := os.Lstat(c.dest); c.dest != path && !errors.Is(err, fs.ErrNotExist) {
+		c.destRel = root.rel(c.dest)
+		if _, err := root.r.Lstat(c.destRel); c.dest != path && !errors.Is(err, fs.ErrNotExist) {
+			if err = root.outside(err, c.dest); errors.Is(err, ErrInvalid) {
+				return nil, err
+			}
 			return nil, &FileError{File: c.dest, Reason: "the file to move to already exists"}
 		}
 		c.action, c.destNamed = "move", c.dest
@@ -202,21 +238,17 @@ func planOne(a action, cwd string, o *files.Owner) (*change, error) {
 }
 
 // read reads the file c changes, and what restores it.
-func (c *change) read(o *files.Owner) error {
-	data, tag, err := readFile(c.path, o)
+func (c *change) read(root *patchRoot) error {
+	data, fi, target, err := root.read(c.rel, c.path)
 	if err != nil {
 		return err
 	}
-	fi, err := os.Stat(c.path)
-	if err != nil {
-		return err
-	}
-	c.old, c.tag, c.mode = data, tag, fi.Mode().Perm()
+	c.old, c.tag, c.target, c.mode = data, files.ETag(fi), target, fi.Mode().Perm()
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
 		c.uid, c.gid = int(st.Uid), int(st.Gid)
 	}
-	if target, err := os.Readlink(c.path); err == nil {
-		c.link = target // a deletion or a move removes the link: restore makes it again
+	if link, err := root.r.Readlink(c.rel); err == nil {
+		c.link = link // a deletion or a move removes the link: restore makes it again
 	}
 	return nil
 }

@@ -1,86 +1,97 @@
 package edit
 
 import (
-	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 
 	"github.com/sandbox-executor/sandbox-executor/files"
 )
 
-// apply makes c, and returns what undoes it and the new file's ETag.
-func (c *change) apply(ctx context.Context, o *files.Owner) (undo func(), tag string, err error) {
+// apply makes c through root, and returns what undoes it and the new
+// file's ETag. It runs, as its undo does, with o's identity.
+func (c *change) apply(root *patchRoot, o *files.Owner) (undo func(), tag string, err error) {
 	if c.old != nil {
-		if fi, err := os.Stat(c.path); err != nil || files.ETag(fi) != c.tag {
-			return nil, "", fmt.Errorf("%w: %s", ErrStale, c.path)
+		if err := c.unchanged(root); err != nil {
+			return nil, "", err
 		}
 	}
-	restore := func() { c.restore(ctx) }
+	restore := func() { c.restore(root) }
 	switch c.action {
 	case "update":
-		tag, err = commit(ctx, c.path, c.new, c.tag, o, nil)
-		return restore, tag, err
+		meta := fileMeta{mode: c.mode, chown: o == nil, uid: c.uid, gid: c.gid}
+		if err := root.writeAtomic(c.target, c.new, meta, func() error { return c.unchanged(root) }); err != nil {
+			return nil, "", root.outside(err, c.path)
+		}
+		return restore, etagAt(root, c.target), nil
 	case "delete":
-		if err := files.Delete(c.path, o); err != nil {
-			return nil, "", err
+		if err := root.r.Remove(c.rel); err != nil {
+			return nil, "", root.outside(err, c.path)
 		}
 		return restore, "", nil
 	}
 	// add, move: a new file at dest, in directories made if need be
-	made := missingDirs(c.dest)
-	if _, err := os.Lstat(c.dest); !errors.Is(err, fs.ErrNotExist) {
+	made := root.missingDirs(c.destRel)
+	if _, err := root.r.Lstat(c.destRel); !errors.Is(err, fs.ErrNotExist) {
 		return nil, "", &FileError{File: c.dest, Reason: "file already exists"}
 	}
-	if _, err := files.WriteAtomic(ctx, c.dest, bytes.NewReader(c.new), files.WriteOptions{Mode: c.mode, Owner: o}); err != nil {
-		return nil, "", err
-	}
-	unAdd := func() {
-		_ = os.Remove(c.dest)
-		for _, d := range made {
-			_ = os.Remove(d) // only if empty: what else came to be there stays
+	if len(made) > 0 {
+		if err := root.r.MkdirAll(filepath.Dir(c.destRel), 0o755); err != nil {
+			return nil, "", root.outside(err, c.dest)
 		}
 	}
-	fi, err := os.Stat(c.dest)
-	if err == nil {
-		tag = files.ETag(fi)
+	unAdd := func() {
+		_ = root.r.Remove(c.destRel)
+		for _, d := range made {
+			_ = root.r.Remove(d) // only if empty: what else came to be there stays
+		}
 	}
+	absent := func() error {
+		if _, err := root.r.Lstat(c.destRel); !errors.Is(err, fs.ErrNotExist) {
+			return &FileError{File: c.dest, Reason: "file already exists"}
+		}
+		return nil
+	}
+	if err := root.writeAtomic(c.destRel, c.new, fileMeta{mode: c.mode}, absent); err != nil {
+		unAdd()
+		return nil, "", root.outside(err, c.dest)
+	}
+	tag = etagAt(root, c.destRel)
 	if c.action == "move" {
-		if err := files.Delete(c.path, o); err != nil {
+		if err := root.r.Remove(c.rel); err != nil {
 			unAdd()
-			return nil, "", err
+			return nil, "", root.outside(err, c.path)
 		}
 		return func() { unAdd(); restore() }, tag, nil
 	}
 	return unAdd, tag, nil
 }
 
-// restore puts c's file back as it was read: content, mode and owner.
-// It runs when the request may be over, so it does not stop when ctx
-// ends.
-func (c *change) restore(ctx context.Context) {
-	ctx = context.WithoutCancel(ctx)
-	if _, err := os.Lstat(c.path); c.link != "" && errors.Is(err, fs.ErrNotExist) {
-		_ = os.Symlink(c.link, c.path) // the file it leads to was not changed
-		return
+// unchanged refuses with ErrStale if c's file is no longer as read.
+func (c *change) unchanged(root *patchRoot) error {
+	if fi, err := root.r.Stat(c.rel); err != nil || files.ETag(fi) != c.tag {
+		return fmt.Errorf("%w: %s", ErrStale, c.path)
 	}
-	if _, err := files.WriteAtomic(ctx, c.path, bytes.NewReader(c.old), files.WriteOptions{Mode: c.mode}); err == nil {
-		_ = os.Lchown(c.path, c.uid, c.gid)
-	}
+	return nil
 }
 
-// missingDirs returns the directories above path that do not exist, the
-// deepest first.
-func missingDirs(path string) []string {
-	var ds []string
-	for d := filepath.Dir(path); d != "/" && d != "."; d = filepath.Dir(d) {
-		if _, err := os.Lstat(d); !errors.Is(err, fs.ErrNotExist) {
-			break
-		}
-		ds = append(ds, d)
+// etagAt returns the ETag of the file at rel, or "" if it cannot be read.
+func etagAt(root *patchRoot, rel string) string {
+	fi, err := root.r.Stat(rel)
+	if err != nil {
+		return ""
 	}
-	return ds
+	return files.ETag(fi)
+}
+
+// restore puts c's file back as it was read: content, mode and, if the
+// identity it runs with may, owner. It runs through the root with the
+// patch's identity, as the writes it undoes did.
+func (c *change) restore(root *patchRoot) {
+	if _, err := root.r.Lstat(c.rel); c.link != "" && errors.Is(err, fs.ErrNotExist) {
+		_ = root.r.Symlink(c.link, c.rel) // the file it leads to was not changed
+		return
+	}
+	_ = root.writeAtomic(c.target, c.old, fileMeta{mode: c.mode, chown: true, uid: c.uid, gid: c.gid}, nil)
 }

@@ -71,3 +71,10 @@ func become(o *Owner) error {
 	}
 	return nil
 }
+
+// AsOwner runs fn with o's file-system identity, as the package's own
+// reads and writes run (see asOwner): for a caller that reaches files
+// another way, such as through an os.Root. A nil o runs fn as it is. fn
+// runs on an OS thread of its own, so it must not hand its work to other
+// goroutines: their system calls would be the agent's.
+func AsOwner(o *Owner, fn func() error) error { return asOwner(o, fn) }

@@ -6,6 +6,8 @@ import (
 	"io/fs"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // FindRequest is a find_files: the entries under Path whose path matches
@@ -54,10 +56,31 @@ const cursorReturned = 1
 // req.Glob, in walk order. Symbolic links are neither followed nor
 // listed; special files are listed as files only with type "any".
 func (s *Searcher) FindFiles(ctx context.Context, req FindRequest) (*FindReply, error) {
+	var entries []FoundEntry
+	rep, err := s.FindFilesStream(ctx, req, func(e FoundEntry) error {
+		entries = append(entries, e)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if entries != nil {
+		rep.Entries = entries
+	}
+	return rep, nil
+}
+
+// FindFilesStream is FindFiles that hands each entry to emit as the walk
+// finds it, in order, rather than holding them: its reply's Entries is
+// empty. An error of emit ends the walk and is returned. emit is not
+// called once an error is certain: a bad request, or a path that is
+// missing or cannot be read, is returned before the first entry.
+func (s *Searcher) FindFilesStream(ctx context.Context, req FindRequest, emit func(FoundEntry) error) (*FindReply, error) {
 	f, err := newFind(req)
 	if err != nil {
 		return nil, err
 	}
+	f.emit = emit
 	root, fi, err := statRoot(req.Path)
 	if err != nil {
 		return nil, err
@@ -88,7 +111,11 @@ type finder struct {
 	timeout    time.Duration
 	walk       walkOptions
 	reply      *FindReply
+	emit       func(FoundEntry) error
+	returned   int // entries emitted
 	last       []string
+	lastModSec int64  // the mod_time of lastModStr (see modTime)
+	lastModStr string // "" before the first
 }
 
 func newFind(req FindRequest) (*finder, error) {
@@ -124,6 +151,9 @@ func newFind(req FindRequest) (*finder, error) {
 	return f, nil
 }
 
+// visit takes the walk's entries in order. Only an entry that is
+// returned is stat'ed (for its size and mod_time): the type comes from
+// the directory entry, and the glob needs only the name or the path.
 func (f *finder) visit(e entry) error {
 	switch e.kind {
 	case entExcluded:
@@ -132,7 +162,7 @@ func (f *finder) visit(e entry) error {
 	case entLink:
 		return nil
 	case entUnreadable:
-		if e.de == nil || e.de.IsDir() { // a directory that could not be read
+		if e.typ == unix.DT_DIR { // a directory that could not be read
 			f.reply.Skipped.Unreadable++
 			return nil
 		}
@@ -148,24 +178,36 @@ func (f *finder) visit(e entry) error {
 	if (f.typ == "file" && (isDir || e.kind != entFile)) || (f.typ == "dir" && !isDir) {
 		return nil
 	}
-	if !f.glob[0].match(joinRel(e.rel), e.de.Name(), isDir) {
+	if !f.glob[0].match(e.rel, e.name, isDir) {
 		return nil
 	}
-	fi, err := e.de.Info()
-	if err != nil {
+	var st unix.Stat_t
+	if err := e.lstat(&st); err != nil {
 		return nil // gone since the directory was read
 	}
-	if len(f.reply.Entries) == f.maxResults {
+	if f.returned == f.maxResults {
 		f.stop(StoppedMaxResults, nil, 0)
 		return errStop
 	}
-	size := fi.Size()
+	size := st.Size
 	if isDir {
 		size = 0
 	}
-	f.reply.Entries = append(f.reply.Entries, FoundEntry{Path: e.abs, Type: typ, Size: size, ModTime: fi.ModTime().UTC().Format(time.RFC3339)})
+	if err := f.emit(FoundEntry{Path: e.abs, Type: typ, Size: size, ModTime: f.modTime(st.Mtim.Sec)}); err != nil {
+		return err
+	}
+	f.returned++
 	f.last = e.rel
 	return nil
+}
+
+// modTime formats a mod_time of sec (Unix seconds). The files of a
+// checkout or a build share a few seconds, so the last one is kept.
+func (f *finder) modTime(sec int64) string {
+	if f.lastModStr == "" || sec != f.lastModSec {
+		f.lastModSec, f.lastModStr = sec, time.Unix(sec, 0).UTC().Format(time.RFC3339)
+	}
+	return f.lastModStr
 }
 
 func (f *finder) stop(by string, at []string, line int) {

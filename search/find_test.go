@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bmatcuk/doublestar/v4"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -110,4 +111,69 @@ func TestGitignoreAsGit(t *testing.T) {
 		assert.Equal(t, !ignoredByGit, found[p], "%s: git ignores it: %v", p, ignoredByGit)
 	}
 	assert.False(t, found["nested/secret"], ".ignore is honoured")
+}
+
+// TestGlobFastPaths: a glob tested without doublestar (a name suffix, a
+// name, "**/" before a name glob) matches exactly what doublestar does.
+func TestGlobFastPaths(t *testing.T) {
+	patterns := []string{"**/*.go", "*.go", "node_modules", "**/node_modules", "*", "**", "/**/x.go",
+		"**/*.g?", "**/[ab].go", "**/{a,b}.go", "a/**/*.go", "**/a/*.go", "*.tar.gz", `**/\*.go`, "build/"}
+	paths := []string{"x.go", "a/x.go", "a/b/c.go", "a.go", "b.go", ".go", "go", "node_modules", "a/node_modules",
+		"a/node_modules/x", "x.gox", "a/b/x.tar.gz", "*.go", "a/*.go", "build", "a/build"}
+	for _, p := range patterns {
+		gs, err := compileGlobs([]string{p})
+		require.NoError(t, err, p)
+		for _, rel := range paths {
+			for _, isDir := range []bool{false, true} {
+				parts := strings.Split(rel, "/")
+				name := parts[len(parts)-1]
+				want := slowMatch(t, p, rel, name, isDir)
+				assert.Equal(t, want, gs[0].match(parts, name, isDir), "glob %q, path %q, dir %v", p, rel, isDir)
+			}
+		}
+	}
+}
+
+// slowMatch is what a glob meant before the fast paths: doublestar on
+// the name, or on the path for a glob with a "/".
+func slowMatch(t *testing.T, p, rel, name string, isDir bool) bool {
+	if strings.HasSuffix(p, "/") && len(p) > 1 {
+		if !isDir {
+			return false
+		}
+		p = strings.TrimSuffix(p, "/")
+	}
+	s := name
+	if strings.Contains(p, "/") {
+		p, s = strings.TrimPrefix(p, "/"), rel
+	}
+	ok, err := doublestar.Match(p, s)
+	require.NoError(t, err)
+	return ok
+}
+
+// TestFindDeep: below the depth where the walk stops holding each
+// directory open, entries are still found, stat'ed and entered.
+func TestFindDeep(t *testing.T) {
+	parts := make([]string, maxHeldDirs+6)
+	for i := range parts {
+		parts[i] = "d"
+	}
+	deep := strings.Join(parts, "/")
+	root := writeTree(t, map[string]string{deep + "/x.go": "package x\n", "d/y.go": "package y\n"})
+	fds := openFDs(t)
+	rep, err := New("").FindFiles(t.Context(), FindRequest{Path: root, Glob: "**/*.go"})
+	require.NoError(t, err)
+	assert.Equal(t, []string{deep + "/x.go", "d/y.go"}, rels(root, rep.Entries))
+	assert.Equal(t, int64(len("package x\n")), rep.Entries[0].Size)
+	dirs, err := New("").FindFiles(t.Context(), FindRequest{Path: root, Type: "dir"})
+	require.NoError(t, err)
+	assert.Len(t, dirs.Entries, len(parts))
+	assert.Equal(t, fds, openFDs(t), "the walk closes every directory it opened")
+}
+
+func openFDs(t *testing.T) int {
+	ents, err := os.ReadDir("/proc/self/fd")
+	require.NoError(t, err)
+	return len(ents)
 }

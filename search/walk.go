@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -38,8 +37,15 @@ const (
 type entry struct {
 	kind kind
 	abs  string
-	rel  []string    // its path's elements below the root
-	de   fs.DirEntry // nil for the root itself
+	rel  []string // its path's elements below the root
+	name string   // its name in its directory
+	// typ is its type as its directory entry gives it (unix.DT_DIR,
+	// DT_REG, DT_LNK or another for a special file); DT_DIR for a
+	// directory that could not be read.
+	typ uint8
+	// dirfd is the open directory that holds it, for lstat (see
+	// entry.lstat), valid during visit only; -1 if the walk holds none.
+	dirfd int
 	// from is, for the entry the cursor names, the line the search
 	// resumes after; -1 for every other entry.
 	from int
@@ -52,19 +58,11 @@ var errStop = errors.New("stop")
 // may return errStop (or another error) to end the walk.
 type walker struct {
 	ctx     context.Context
+	buf     []byte // getdents64's scratch, one for the whole walk
 	root    string
 	opts    walkOptions
 	visit   func(entry) error
 	ignores []gitignore.Pattern
-}
-
-// walk visits the tree at root (a directory).
-func (w *walker) walk() error {
-	err := w.dir(w.root, nil)
-	if errors.Is(err, errStop) {
-		return nil
-	}
-	return err
 }
 
 // timedOut is the error of a walk whose context ended; at is where the
@@ -75,87 +73,6 @@ type timedOut struct {
 }
 
 func (t *timedOut) Error() string { return "search timed out" }
-
-func (w *walker) dir(abs string, rel []string) error {
-	ents, err := os.ReadDir(abs)
-	if err != nil && len(rel) == 0 && len(ents) == 0 {
-		return err // the root itself: the caller reports it
-	}
-	if err != nil {
-		if verr := w.visit(entry{kind: entUnreadable, abs: abs, rel: rel, from: -1}); verr != nil {
-			return verr
-		}
-		if len(ents) == 0 {
-			return nil
-		}
-	}
-	mark := len(w.ignores)
-	if w.opts.gitignore {
-		w.readIgnores(abs, rel)
-	}
-	defer func() { w.ignores = w.ignores[:mark] }()
-	for _, de := range ents {
-		if err := w.one(abs, rel, de); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// one looks at one entry of a directory. The order of the checks is the
-// contract: the cursor, excludes (counted), hidden names and ignore files
-// (not counted), then what the entry is.
-func (w *walker) one(dirAbs string, dirRel []string, de fs.DirEntry) error {
-	name := de.Name()
-	rel := append(dirRel[:len(dirRel):len(dirRel)], name)
-	isDir := de.IsDir()
-	from := -1
-	abs := filepath.Join(dirAbs, name)
-	if w.opts.after != nil {
-		c := compareRel(rel, w.opts.after.rel)
-		switch {
-		case c == 0:
-			from = w.opts.after.line
-		case c < 0 && isDir && isPrefix(rel, w.opts.after.rel):
-			return w.dir(abs, rel) // it holds the cursor: visited on the page before
-		case c < 0:
-			return nil
-		}
-	}
-	if err := w.ctx.Err(); err != nil {
-		return &timedOut{at: rel, line: max(from, 0)}
-	}
-	e := entry{abs: abs, rel: rel, de: de, from: from}
-	relStr := joinRel(rel)
-	if matchAny(w.opts.excludes, relStr, name, isDir) {
-		e.kind = entExcluded
-		return w.visit(e)
-	}
-	if !w.opts.hidden && name[0] == '.' {
-		return nil
-	}
-	if w.ignored(rel, isDir) {
-		return nil
-	}
-	switch t := de.Type(); {
-	case isDir:
-		e.kind = entDir
-		if err := w.visit(e); err != nil {
-			return err
-		}
-		return w.dir(e.abs, rel)
-	case t&fs.ModeSymlink != 0:
-		e.kind = entLink
-	case !t.IsRegular():
-		e.kind = entUnreadable
-	default:
-		if len(w.opts.includes) > 0 && !matchAny(w.opts.includes, relStr, name, false) {
-			return nil
-		}
-		e.kind = entFile
-	}
-	return w.visit(e)
-}
 
 // readIgnores adds the patterns of dir's .gitignore, then its .ignore
 // (which, read later, takes precedence, as in rg).
@@ -201,7 +118,21 @@ type glob struct {
 	pattern string
 	full    bool // match the relative path rather than the name
 	dirOnly bool
+	// fast, unless fastNone, is the whole test of a name glob whose
+	// pattern needs no matcher: lit is the name, or its suffix.
+	fast fastGlob
+	lit  string
 }
+
+// fastGlob is how a glob that needs no matcher matches a name.
+type fastGlob int
+
+const (
+	fastNone   fastGlob = iota // doublestar.Match
+	fastAll                    // "*" or "**": any name
+	fastExact                  // a literal: the name is lit
+	fastSuffix                 // "*" then a literal: the name ends with lit
+)
 
 func compileGlobs(patterns []string) ([]glob, error) {
 	var gs []glob
@@ -217,24 +148,57 @@ func compileGlobs(patterns []string) ([]glob, error) {
 			return nil, invalid("bad glob %q", p)
 		}
 		g.pattern = p
+		g.nameOnly()
 		gs = append(gs, g)
 	}
 	return gs, nil
 }
 
-func (g glob) match(rel, name string, isDir bool) bool {
+// nameOnly makes g a test of names where that is the same test: "**/P",
+// where P has no "/" and no class or brace (whose "*" and "?" cannot
+// match a "/"), matches a path exactly when P matches its last element;
+// and it finds the patterns that need no matcher ("*.go", "node_modules").
+func (g *glob) nameOnly() {
+	p := g.pattern
+	if g.full {
+		rest, ok := strings.CutPrefix(p, "**/")
+		if !ok || strings.ContainsAny(rest, "/[{\\") {
+			return
+		}
+		g.full, g.pattern, p = false, rest, rest
+	}
+	switch {
+	case p == "*" || p == "**":
+		g.fast = fastAll
+	case !strings.ContainsAny(p, "*?[]{}\\"):
+		g.fast, g.lit = fastExact, p
+	case p[0] == '*' && !strings.ContainsAny(p[1:], "*?[]{}\\"):
+		g.fast, g.lit = fastSuffix, p[1:]
+	}
+}
+
+// match reports whether g matches the entry at rel, named name. The
+// relative path is joined only for a glob that needs it.
+func (g glob) match(rel []string, name string, isDir bool) bool {
 	if g.dirOnly && !isDir {
 		return false
 	}
-	s := name
-	if g.full {
-		s = rel
+	switch {
+	case g.full:
+		ok, _ := doublestar.Match(g.pattern, joinRel(rel)) // validated in compileGlobs
+		return ok
+	case g.fast == fastAll:
+		return true
+	case g.fast == fastExact:
+		return name == g.lit
+	case g.fast == fastSuffix:
+		return strings.HasSuffix(name, g.lit)
 	}
-	ok, _ := doublestar.Match(g.pattern, s) // validated in compileGlobs
+	ok, _ := doublestar.Match(g.pattern, name)
 	return ok
 }
 
-func matchAny(gs []glob, rel, name string, isDir bool) bool {
+func matchAny(gs []glob, rel []string, name string, isDir bool) bool {
 	for _, g := range gs {
 		if g.match(rel, name, isDir) {
 			return true

@@ -2,9 +2,14 @@ package server
 
 import (
 	"bytes"
+	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
@@ -94,4 +99,29 @@ func BenchmarkRunStreamingSeq(b *testing.B) {
 		resp.Body.Close()
 	}
 	b.ReportMetric(float64(b.N)*1e6/b.Elapsed().Seconds(), "lines/s")
+}
+
+// BenchmarkFindFilesHandler is the server's share of a /find_files of
+// the .go files of a 12,800-file tree (walk, stat, encoding), as
+// sandbox-bench's figure 20 asks for; go test -cpuprofile shows where it
+// goes.
+func BenchmarkFindFilesHandler(b *testing.B) {
+	root := b.TempDir()
+	for i := range 12_800 {
+		dir := filepath.Join(root, fmt.Sprintf("pkg%03d", i/64))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			b.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("f%05d.go", i)), nil, 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	_, s := newTestServer(b, testServer{})
+	body, _ := json.Marshal(map[string]any{"path": root, "glob": "**/*.go", "max_results": 20_000})
+	for b.Loop() {
+		r := httptest.NewRequest(http.MethodPost, "/find_files", bytes.NewReader(body))
+		if err := s.handleFindFiles(&discardWriter{h: http.Header{}}, r); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

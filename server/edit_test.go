@@ -160,3 +160,18 @@ func TestEditFileAsUser(t *testing.T) {
 	require.Equal(t, http.StatusOK, code, body)
 	assert.Equal(t, uint32(nobodyUID), uidOf(t, theirs))
 }
+
+// A symbolic link inside cwd that leads outside is refused as a path
+// outside cwd is: 400, and the file it leads to is left as it was.
+func TestApplyPatchLinkOutside(t *testing.T) {
+	ts, _ := newTestServer(t, testServer{})
+	outside, cwd := t.TempDir(), t.TempDir()
+	secret := filepath.Join(outside, "secret.txt")
+	writeTestFile(t, secret, "secret\n")
+	require.NoError(t, os.Symlink(outside, filepath.Join(cwd, "out")))
+	code, body := call(t, ts, "POST", "/apply_patch", map[string]any{"cwd": cwd,
+		"patch": "*** Begin Patch\n*** Update File: out/secret.txt\n-secret\n+changed\n*** End Patch"})
+	assert.Equal(t, http.StatusBadRequest, code, body)
+	assert.Contains(t, body["error"], "leads outside")
+	assert.Equal(t, "secret\n", readTestFile(t, secret))
+}

@@ -211,8 +211,10 @@ func (ex *exchange) check(cw *checkWriter, body *bodyRecorder) {
 	if ex.rawBody {
 		ex.checkRawRequest(cw.status, body)
 	}
+	// A reply whose write failed (the client left, or stalled) was cut:
+	// its status and headers are checked, its body cannot be.
 	resp := &openapi3filter.ResponseValidationInput{RequestValidationInput: in, Status: cw.status,
-		Header: cw.header, Options: &openapi3filter.Options{IncludeResponseStatus: true, ExcludeResponseBody: cw.json.overflow || cw.binary != nil}}
+		Header: cw.header, Options: &openapi3filter.Options{IncludeResponseStatus: true, ExcludeResponseBody: cw.json.overflow || cw.binary != nil || cw.writeErr}}
 	resp.SetBodyBytes(cw.json.buf)
 	if err := openapi3filter.ValidateResponse(ctx, resp); err != nil {
 		ex.report("reply %d: %v", cw.status, err)

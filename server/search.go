@@ -7,13 +7,15 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/sandbox-executor/sandbox-executor/files"
 	"github.com/sandbox-executor/sandbox-executor/search"
 )
 
 // The workspace's search endpoints answer with HTTP statuses as /files
 // does (400 for a bad request or pattern, 404 for a missing path, 403 for
 // one the agent may not read), never the original file endpoints'
-// 200-with-error. They run with the agent's own rights.
+// 200-with-error. They run with the agent's own rights, or, with user or
+// session, with that user's (searchAs).
 
 // ndjsonType is the media type of a streamed grep.
 const ndjsonType = "application/x-ndjson"
@@ -32,14 +34,19 @@ func searchError(err error) error {
 	return fileError(err)
 }
 
-// refuseOwner refuses user and session on a search: it runs with the
-// agent's rights, and a client that asked for another user's view must
-// not get the agent's in silence.
-func refuseOwner(f ownerFields) error {
-	if f.User != "" || f.Session != "" {
-		return errorf(http.StatusBadRequest, "grep and find_files run with the agent's rights: user and session are not supported")
+// searchAs runs fn with the searcher of a search made as o (nil: the
+// agent, with s.search). As a user, the whole search runs on a thread
+// with that user's file-system identity (files.AsOwner): the search runs
+// in fn's goroutine alone, so every open, listing and stat of its walk
+// is checked by the kernel with the user's rights, and what the user may
+// not read is counted in skipped.unreadable as any unreadable file is,
+// never searched. It then uses the Go engine: rg, a process of its own,
+// would run with the agent's rights.
+func (s *Server) searchAs(o *files.Owner, fn func(*search.Searcher) error) error {
+	if o == nil {
+		return fn(s.search)
 	}
-	return nil
+	return files.AsOwner(o, func() error { return fn(&search.Searcher{}) })
 }
 
 // wantsNDJSON reports whether a grep's client asked for NDJSON, by
@@ -66,7 +73,8 @@ func (s *Server) handleGrep(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := refuseOwner(body.ownerFields); err != nil {
+	o, err := s.owner(body.ownerFields)
+	if err != nil {
 		return err
 	}
 	req := body.GrepRequest
@@ -74,7 +82,11 @@ func (s *Server) handleGrep(w http.ResponseWriter, r *http.Request) error {
 		return errorf(http.StatusBadRequest, "pattern is required")
 	}
 	if !wantsNDJSON(r) {
-		rep, err := s.search.Grep(r.Context(), req)
+		var rep *search.GrepReply
+		err := s.searchAs(o, func(se *search.Searcher) (err error) {
+			rep, err = se.Grep(r.Context(), req)
+			return err
+		})
 		if err != nil {
 			return searchError(err)
 		}
@@ -83,7 +95,11 @@ func (s *Server) handleGrep(w http.ResponseWriter, r *http.Request) error {
 	}
 	nd := newNDJSON(w, s.cfg.StallTimeout)
 	defer nd.stall.done()
-	rep, err := s.search.GrepStream(r.Context(), req, func(m search.Match) error { return nd.line(m) })
+	var rep *search.GrepReply
+	err = s.searchAs(o, func(se *search.Searcher) (err error) {
+		rep, err = se.GrepStream(r.Context(), req, func(m search.Match) error { return nd.line(m) })
+		return err
+	})
 	if err != nil {
 		if nd.started {
 			return err // the client left, or stopped reading: nothing more can be said
@@ -129,7 +145,9 @@ func (n *ndjson) line(v any) error {
 
 // handleFindFiles serves POST /find_files: the files or directories under
 // a directory whose path matches a glob, with what the walk did not look
-// at (search.FindReply).
+// at (search.FindReply). The reply is written as the walk finds its
+// entries (findWriter), so that a client reads the first while the agent
+// looks for the last; its status is decided before the first entry.
 func (s *Server) handleFindFiles(w http.ResponseWriter, r *http.Request) error {
 	type request struct {
 		search.FindRequest
@@ -139,13 +157,22 @@ func (s *Server) handleFindFiles(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := refuseOwner(req.ownerFields); err != nil {
+	o, err := s.owner(req.ownerFields)
+	if err != nil {
 		return err
 	}
-	rep, err := s.search.FindFiles(r.Context(), req.FindRequest)
+	fw := newFindWriter(w, s.cfg.StallTimeout)
+	defer fw.stall.done()
+	var rep *search.FindReply
+	err = s.searchAs(o, func(se *search.Searcher) (err error) {
+		rep, err = se.FindFilesStream(r.Context(), req.FindRequest, fw.entry)
+		return err
+	})
 	if err != nil {
+		if fw.started {
+			return err // the client left, or stopped reading: nothing more can be said
+		}
 		return searchError(err)
 	}
-	encode(w, http.StatusOK, rep)
-	return nil
+	return fw.finish(rep)
 }
