@@ -64,6 +64,13 @@ type Runner struct {
 	// FileSizeBytes or OpenFiles. If empty, such a command is refused
 	// with ErrLimitsUnsupported.
 	Helper string
+	// Ptrace makes the rlimits of a command be set without the helper's
+	// second exec: the command is started traced, so that it stops right
+	// after its execve, before its first instruction; the agent sets them
+	// with prlimit and detaches (see startTraced). Set it where
+	// ProbePtrace says this works. A command that prlimit could not serve
+	// (see byPtrace) still goes through Helper.
+	Ptrace bool
 	// Cgroups makes the cgroup leaf of a command with Limits.MemoryBytes
 	// or Pids. If nil, such a command is refused with
 	// ErrLimitsUnsupported.
@@ -82,6 +89,7 @@ type Runner struct {
 	groups    map[int]*Process // process groups that may have members, by pgid: the command that leads it
 	pruneAt   int              // len(groups) at which the next start prunes it
 	oom       oomAdjuster      // reads the agent's own oom_score_adj once
+	caps      capsReader       // reads the agent's own capabilities once
 }
 
 func (r *Runner) shell() string {
@@ -152,6 +160,7 @@ type Process struct {
 	reaped   atomic.Bool   // set by wait once cmd.Wait has returned: the group's number may be reused once the group is empty
 	tty      bool          // started by StartTTY: it leads a session, whose jobs have groups of their own
 	limits   Limits        // Command.Limits
+	rlimits  []rlimit      // set by startCmd through ptrace; nil if none, or if the helper sets them
 	leaf     *cgroups.Leaf // the command's cgroup leaf, if its limits need one; removed by wait
 }
 
@@ -268,9 +277,8 @@ func (r *Runner) startProcess(ctx context.Context, c Command, viaShell bool, buf
 	if inR != nil {
 		cmd.Stdin = inR
 	}
-	leaf, err := r.applyLimits(cmd, c.Limits)
+	err = r.applyLimits(p, c.Limits)
 	if err == nil {
-		p.limits, p.leaf = c.Limits, leaf
 		err = p.startCmd()
 		closeCgroupFD(cmd)
 	}
@@ -278,7 +286,7 @@ func (r *Runner) startProcess(ctx context.Context, c Command, viaShell bool, buf
 		cancelTimeout()
 		closeAll(outR, outW, errR, errW, inR)
 		p.abortStdin()
-		endLeaf(leaf)
+		endLeaf(p.leaf)
 		return nil, startError(c, err)
 	}
 	closeAll(outW, errW, inR) // the child has its copies; EOF comes when it and its children close theirs
@@ -303,7 +311,16 @@ func (r *Runner) startProcess(ctx context.Context, c Command, viaShell bool, buf
 	return p, nil
 }
 
+// startCmd starts p.cmd, and sets its rlimits if ptrace is to (see
+// applyLimits).
 func (p *Process) startCmd() error {
+	if p.rlimits != nil {
+		return p.startTraced(p.rlimits)
+	}
+	return p.startUntraced()
+}
+
+func (p *Process) startUntraced() error {
 	if p.runner.Reaper != nil {
 		return p.runner.Reaper.Start(p.cmd)
 	}
