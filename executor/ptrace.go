@@ -28,6 +28,15 @@ import (
 // child was killed while stopped, as a cancelled context's SIGKILL does)
 // is left for os/exec's Wait, which would otherwise fail with ECHILD, and
 // a stop that is never waited for vanishes with the detach.
+//
+// Between its PTRACE_TRACEME and its execve, the child must not stop: the
+// thread that started it waits in vfork for that execve, so a stop there
+// (a signal sent to it, as `kill -TERM -1` by root does) would hang the
+// start, and with it every other fork of the agent. So the thread blocks
+// the signals that could stop it over the fork (see forkBlocked), the
+// child inherits that mask, and the release gives the child the thread's
+// own mask back (PTRACE_SETSIGMASK) before it runs: a signal sent to it
+// meanwhile is delivered then.
 
 // The si_code of a stopped child in waitid's siginfo (x/sys/unix has not
 // these).
@@ -143,15 +152,15 @@ func (p *Process) tracerThread(rls []rlimit, cred *syscall.Credential, errc chan
 // locked to its thread.
 func (p *Process) startAndRelease(rls []rlimit, as *syscall.Credential) error {
 	p.cmd.SysProcAttr.Ptrace = true
-	if err := p.startUntraced(); err != nil {
+	mask, err := forkBlocked(p.startUntraced)
+	if err != nil {
 		return err
 	}
-	var err error
 	if as != nil {
 		err = becomeReal(as)
 	}
 	if err == nil {
-		_, err = releaseTraced(p.cmd.Process.Pid, rls)
+		_, err = releaseTraced(p.cmd.Process.Pid, rls, mask)
 	}
 	if err == nil {
 		return nil
@@ -179,13 +188,35 @@ func becomeReal(cred *syscall.Credential) error {
 	return nil
 }
 
+// forkBlocked calls start, which forks the traced child, with every signal
+// but the synchronous ones (which the thread's own faults raise, and
+// SIGTRAP, the stop's) blocked on this thread, and returns the thread's
+// own mask, which the child must get back. If the mask cannot be changed,
+// it calls start as it is and returns a nil mask.
+func forkBlocked(start func() error) (*unix.Sigset_t, error) {
+	var set, old unix.Sigset_t
+	for i := range set.Val {
+		set.Val[i] = ^uint64(0)
+	}
+	for _, sig := range []syscall.Signal{syscall.SIGTRAP, syscall.SIGSEGV, syscall.SIGBUS, syscall.SIGFPE, syscall.SIGILL, syscall.SIGSYS} {
+		set.Val[(sig-1)/64] &^= 1 << ((sig - 1) % 64)
+	}
+	if unix.PthreadSigmask(unix.SIG_BLOCK, &set, &old) != nil {
+		return nil, start()
+	}
+	err := start()
+	_ = unix.PthreadSigmask(unix.SIG_SETMASK, &old, nil)
+	return &old, err
+}
+
 // releaseTraced waits for pid, a child this thread started with
-// SysProcAttr.Ptrace, to stop after its execve, sets rls on it and
+// SysProcAttr.Ptrace, to stop after its execve, sets rls on it, gives it
+// mask as its signal mask if mask is not nil (see forkBlocked) and
 // detaches, so that it runs untraced. It reports whether the child
 // stopped; one that exited first (killed before its first instruction) is
 // left unreaped, for its Wait. The calling goroutine must be locked to
 // the thread that started pid.
-func releaseTraced(pid int, rls []rlimit) (stopped bool, err error) {
+func releaseTraced(pid int, rls []rlimit, mask *unix.Sigset_t) (stopped bool, err error) {
 	code, status, err := peekChild(pid)
 	if err != nil {
 		return false, err
@@ -199,6 +230,16 @@ func releaseTraced(pid int, rls []rlimit) (stopped bool, err error) {
 				return true, nil // killed meanwhile: nothing left to limit
 			}
 			return true, fmt.Errorf("%s: %w", rl.name, err)
+		}
+	}
+	if mask != nil {
+		// The kernel's sigset_t is 8 bytes, the first of Val.
+		_, _, e := unix.Syscall6(unix.SYS_PTRACE, unix.PTRACE_SETSIGMASK, uintptr(pid), 8, uintptr(unsafe.Pointer(&mask.Val[0])), 0, 0)
+		if e == unix.ESRCH {
+			return true, nil
+		}
+		if e != 0 {
+			return true, fmt.Errorf("restoring the signal mask: %w", e)
 		}
 	}
 	// The stop's own signal is execve's SIGTRAP, suppressed. Any other
@@ -279,10 +320,11 @@ func ProbePtrace(helper string) error {
 func probeTraced(cmd *exec.Cmd, rls []rlimit) (bool, error) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	if err := cmd.Start(); err != nil {
+	mask, err := forkBlocked(cmd.Start)
+	if err != nil {
 		return false, err
 	}
-	stopped, err := releaseTraced(cmd.Process.Pid, rls)
+	stopped, err := releaseTraced(cmd.Process.Pid, rls, mask)
 	if err != nil {
 		_ = cmd.Process.Kill()
 	}

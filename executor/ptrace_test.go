@@ -2,6 +2,7 @@ package executor
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -154,56 +155,106 @@ func TestPtraceDetaches(t *testing.T) {
 // still reports how the command ended. With a Reaper too, as the agent
 // runs as PID 1.
 func TestPtraceCancelAroundStart(t *testing.T) {
-	for _, tc := range []struct{ reaper, nobody bool }{{false, false}, {true, false}, {false, true}} {
-		reaper := tc.reaper
-		r := limitedRunner()
-		var u *User
-		if tc.nobody {
-			if os.Geteuid() != 0 {
-				continue
+	for _, tc := range []struct {
+		name           string
+		reaper, nobody bool
+	}{{"root", false, false}, {"reaper", true, false}, {"nobody", false, true}} {
+		// A subtest each, so that the Reaper stops with its own: it would
+		// reap the children of another Runner.
+		t.Run(tc.name, func(t *testing.T) {
+			r := limitedRunner()
+			var u *User
+			if tc.nobody {
+				if os.Geteuid() != 0 {
+					t.Skip("needs root to switch users")
+				}
+				var err error
+				u, err = r.LookupUser("nobody")
+				require.NoError(t, err)
+				r.caps.once.Do(func() {}) // from a tracer thread of its own
 			}
-			var err error
-			u, err = r.LookupUser("nobody")
-			require.NoError(t, err)
-			r.caps.once.Do(func() {}) // from a tracer thread of its own
-		}
-		if reaper {
-			ctx, cancel := context.WithCancel(t.Context())
-			r.Reaper = NewReaper()
-			done := make(chan struct{})
-			go func() { r.Reaper.Run(ctx); close(done) }()
-			t.Cleanup(func() { cancel(); <-done })
-		}
-		for i := range 30 {
-			ctx, cancel := context.WithCancel(t.Context())
-			timer := time.AfterFunc(time.Duration(i*20)*time.Microsecond, cancel)
-			out, err := r.Run(ctx, Command{Cmd: "exec sleep 5", User: u, Limits: Limits{CPUSeconds: 5}})
-			timer.Stop()
-			cancel()
-			if err != nil {
-				assert.ErrorIs(t, err, context.Canceled, "cancelled before it started") // exec refuses to start then
-				continue
+			if tc.reaper {
+				ctx, cancel := context.WithCancel(t.Context())
+				r.Reaper = NewReaper()
+				done := make(chan struct{})
+				go func() { r.Reaper.Run(ctx); close(done) }()
+				t.Cleanup(func() { cancel(); <-done })
 			}
-			assert.Equal(t, syscall.SIGKILL, out.Signal, "run %d", i)
-		}
-		assert.Empty(t, tracedOrStopped(t))
-		running, _ := r.Running()
-		assert.Equal(t, 0, running)
+			for i := range 30 {
+				ctx, cancel := context.WithCancel(t.Context())
+				timer := time.AfterFunc(time.Duration(i*20)*time.Microsecond, cancel)
+				out, err := r.Run(ctx, Command{Cmd: "exec sleep 5", User: u, Limits: Limits{CPUSeconds: 5}})
+				timer.Stop()
+				cancel()
+				if err != nil {
+					assert.ErrorIs(t, err, context.Canceled, "cancelled before it started") // exec refuses to start then
+					continue
+				}
+				assert.Equal(t, syscall.SIGKILL, out.Signal, "run %d", i)
+			}
+			assert.Empty(t, tracedOrStopped(t))
+			running, _ := r.Running()
+			assert.Equal(t, 0, running)
+		})
 	}
 }
 
 // startTracedSleep starts sleep traced by this goroutine's locked thread,
-// as startTraced does, and waits until it is in its stop after execve.
-func startTracedSleep(t *testing.T) *exec.Cmd {
+// as startTraced does, and waits until it is in its stop after execve. It
+// returns the mask the child is to get back.
+func startTracedSleep(t *testing.T) (*exec.Cmd, *unix.Sigset_t) {
 	t.Helper()
 	cmd := exec.Command("/bin/sleep", "30")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Ptrace: true}
-	require.NoError(t, cmd.Start())
+	mask, err := forkBlocked(cmd.Start)
+	require.NoError(t, err)
+	require.NotNil(t, mask)
 	code, status, err := peekChild(cmd.Process.Pid)
 	require.NoError(t, err)
 	require.Equal(t, cldTrapped, code)
 	require.Equal(t, int(syscall.SIGTRAP), status)
-	return cmd
+	return cmd, mask
+}
+
+// From its fork to its release the child blocks every signal that could
+// stop it before its execve, which would hang the start; released, it has
+// the thread's own mask, as a command started without limits does.
+func TestPtraceSignalMask(t *testing.T) {
+	t.Run("while stopped", func(t *testing.T) {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		cmd, mask := startTracedSleep(t)
+		blocked, err := strconv.ParseUint(procStatus(t, cmd.Process.Pid, "SigBlk"), 16, 64)
+		require.NoError(t, err)
+		for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGCHLD, syscall.SIGWINCH, syscall.SIGUSR1} {
+			assert.NotZero(t, blocked&(1<<(sig-1)), "%v blocked", sig)
+		}
+		assert.Zero(t, blocked&(1<<(syscall.SIGTRAP-1)), "SIGTRAP, the stop's, is not")
+		_, err = releaseTraced(cmd.Process.Pid, nil, mask)
+		require.NoError(t, err)
+		assert.Equal(t, fmt.Sprintf("%016x", mask.Val[0]), procStatus(t, cmd.Process.Pid, "SigBlk"))
+		require.NoError(t, cmd.Process.Kill())
+		_ = cmd.Wait()
+	})
+	t.Run("commands", func(t *testing.T) {
+		sigBlk := func(r *Runner, c Command) string {
+			t.Helper()
+			c.Argv = []string{"/bin/grep", "SigBlk", "/proc/self/status"}
+			out, err := r.Run(t.Context(), c)
+			require.NoError(t, err)
+			require.Equal(t, 0, out.Code, "%s", out.Stderr)
+			return string(out.Stdout)
+		}
+		want := sigBlk(&Runner{}, Command{})
+		assert.Equal(t, want, sigBlk(limitedRunner(), Command{Limits: Limits{OpenFiles: 20}}))
+		if os.Geteuid() == 0 {
+			r := limitedRunner()
+			r.caps.once.Do(func() {}) // from a tracer thread of its own
+			u, err := r.LookupUser("nobody")
+			require.NoError(t, err)
+			assert.Equal(t, want, sigBlk(r, Command{User: u, Limits: Limits{OpenFiles: 20}}))
+		}
+	})
 }
 
 // A signal sent to the command while it is stopped is delivered once it
@@ -211,9 +262,9 @@ func startTracedSleep(t *testing.T) *exec.Cmd {
 func TestPtraceSignalWhileStopped(t *testing.T) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	cmd := startTracedSleep(t)
+	cmd, mask := startTracedSleep(t)
 	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
-	stopped, err := releaseTraced(cmd.Process.Pid, Limits{OpenFiles: 10}.rlimits())
+	stopped, err := releaseTraced(cmd.Process.Pid, Limits{OpenFiles: 10}.rlimits(), mask)
 	require.NoError(t, err)
 	assert.True(t, stopped)
 	_ = cmd.Wait()
@@ -226,9 +277,9 @@ func TestPtraceSignalWhileStopped(t *testing.T) {
 func TestPtraceKilledWhileStopped(t *testing.T) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	cmd := startTracedSleep(t)
+	cmd, mask := startTracedSleep(t)
 	require.NoError(t, cmd.Process.Kill())
-	stopped, err := releaseTraced(cmd.Process.Pid, Limits{OpenFiles: 10}.rlimits())
+	stopped, err := releaseTraced(cmd.Process.Pid, Limits{OpenFiles: 10}.rlimits(), mask)
 	require.NoError(t, err)
 	_ = stopped // killed before or after the peek: both are fine
 	err = cmd.Wait()
