@@ -198,7 +198,9 @@ func forkBlocked(start func() error) (*unix.Sigset_t, error) {
 	for i := range set.Val {
 		set.Val[i] = ^uint64(0)
 	}
-	for _, sig := range []syscall.Signal{syscall.SIGTRAP, syscall.SIGSEGV, syscall.SIGBUS, syscall.SIGFPE, syscall.SIGILL, syscall.SIGSYS} {
+	synchronous := []syscall.Signal{syscall.SIGTRAP, syscall.SIGSEGV, syscall.SIGBUS,
+		syscall.SIGFPE, syscall.SIGILL, syscall.SIGSYS}
+	for _, sig := range synchronous {
 		set.Val[(sig-1)/64] &^= 1 << ((sig - 1) % 64)
 	}
 	if unix.PthreadSigmask(unix.SIG_BLOCK, &set, &old) != nil {
@@ -234,7 +236,8 @@ func releaseTraced(pid int, rls []rlimit, mask *unix.Sigset_t) (stopped bool, er
 	}
 	if mask != nil {
 		// The kernel's sigset_t is 8 bytes, the first of Val.
-		_, _, e := unix.Syscall6(unix.SYS_PTRACE, unix.PTRACE_SETSIGMASK, uintptr(pid), 8, uintptr(unsafe.Pointer(&mask.Val[0])), 0, 0)
+		_, _, e := unix.Syscall6(unix.SYS_PTRACE, unix.PTRACE_SETSIGMASK, uintptr(pid), 8,
+			uintptr(unsafe.Pointer(&mask.Val[0])), 0, 0)
 		if e == unix.ESRCH {
 			return true, nil
 		}
