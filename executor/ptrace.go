@@ -71,23 +71,22 @@ func (l Limits) rlimits() []rlimit {
 // can be set by ptrace and prlimit; if not, the helper sets them. Without
 // CAP_SYS_RESOURCE (which a container's root often lacks) prlimit may not
 // raise a limit above the agent's own hard one; the helper may not either,
-// and says so, so such a command is left to it. A child of another user
-// whose program is set-user-ID, set-group-ID or has file capabilities is
-// left to the helper too: the kernel does not grant those to a program
-// exec'd under PTRACE_TRACEME by a tracee without CAP_SYS_PTRACE, which
-// such a child never has.
+// and says so, so such a command is left to it. A program that is
+// set-user-ID, set-group-ID or has file capabilities (`sudo`, `ping` run
+// as the command itself, not through the shell) is left to the helper
+// too: the kernel grants those to a program exec'd under PTRACE_TRACEME
+// only if the tracee itself has CAP_SYS_PTRACE, which another user's
+// child never has, nor a non-root agent's.
 func (r *Runner) byPtrace(cmd *exec.Cmd, rls []rlimit) bool {
 	if !r.Ptrace {
 		return false
 	}
-	if cmd.SysProcAttr.Credential != nil {
-		path := cmd.Path
-		if !filepath.IsAbs(path) && cmd.Dir != "" {
-			path = filepath.Join(cmd.Dir, path)
-		}
-		if gainsPrivilege(path) {
-			return false
-		}
+	path := cmd.Path
+	if !filepath.IsAbs(path) && cmd.Dir != "" {
+		path = filepath.Join(cmd.Dir, path)
+	}
+	if gainsPrivilege(path) {
+		return false
 	}
 	if r.caps.sysResource() {
 		return true
@@ -103,11 +102,12 @@ func (r *Runner) byPtrace(cmd *exec.Cmd, rls []rlimit) bool {
 
 // gainsPrivilege reports whether running path may give the process
 // privileges: a set-user-ID or set-group-ID file, or one with file
-// capabilities. If path cannot be looked at, it says true.
+// capabilities. If path cannot be looked at, it says false: execve will
+// fail on it, and say why.
 func gainsPrivilege(path string) bool {
 	var st unix.Stat_t
 	if unix.Stat(path, &st) != nil {
-		return true
+		return false
 	}
 	if st.Mode&(unix.S_ISUID|unix.S_ISGID) != 0 {
 		return true

@@ -330,7 +330,8 @@ func TestByPtrace(t *testing.T) {
 		{"above the hard limit without CAP_SYS_RESOURCE", true, false, "/bin/sh", nil, Limits{OpenFiles: int64(own.Max) + 1}, own.Max == unix.RLIM_INFINITY},
 		{"above the hard limit", true, true, "/bin/sh", nil, Limits{OpenFiles: int64(own.Max) + 1}, true},
 		{"a set-user-ID program as another user", true, true, setuid, nobody, Limits{OpenFiles: 10}, false},
-		{"a set-user-ID program as root", true, true, setuid, nil, Limits{OpenFiles: 10}, true},
+		{"a set-user-ID program as the agent", true, true, setuid, nil, Limits{OpenFiles: 10}, false},
+		{"a missing program (execve says so)", true, true, "/no/such/program", nobody, Limits{OpenFiles: 10}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := &Runner{Ptrace: tc.ptrace}
