@@ -147,6 +147,24 @@ func TestPtraceDetaches(t *testing.T) {
 	assert.Equal(t, strconv.Itoa(p.Pid()), sid, "it leads its session")
 	check(p)
 	master.Close()
+
+	// As another user, from a tracer thread of its own (see tracerThread).
+	if os.Geteuid() == 0 {
+		r := limitedRunner()
+		r.caps.once.Do(func() {})
+		u, err := r.LookupUser("nobody")
+		require.NoError(t, err)
+		p, master, err := r.StartTTY(TTYCommand{Args: []string{"/bin/sh", "-c", "exec sleep 30"}, User: u,
+			Limits: Limits{CPUSeconds: 30}})
+		require.NoError(t, err)
+		assert.NotNil(t, p.rlimits)
+		assert.Equal(t, "65534", strings.Fields(procStatus(t, p.Pid(), "Uid"))[0])
+		lim, err := os.ReadFile("/proc/" + strconv.Itoa(p.Pid()) + "/limits")
+		require.NoError(t, err)
+		assert.Equal(t, "30 31", procLimits(t, string(lim))["Max cpu time"])
+		check(p)
+		master.Close()
+	}
 	assert.Empty(t, tracedOrStopped(t))
 }
 
