@@ -22,3 +22,21 @@ func (r *Runner) baseEnv() []string {
 	}
 	return os.Environ()
 }
+
+// env returns the environment c starts with: c.BaseEnv, or the
+// Runner's, with c.Env added.
+func (r *Runner) env(c Command) []string {
+	base, extra := c.BaseEnv, c.Env
+	if base == nil {
+		base = r.baseEnv()
+	}
+	if len(extra) == 0 {
+		return base
+	}
+	env := make([]string, len(base), len(base)+len(extra))
+	copy(env, base)
+	for k, v := range extra {
+		env = append(env, k+"="+v) // exec keeps the last of duplicate keys
+	}
+	return env
+}

@@ -25,7 +25,9 @@ type Limited struct {
 // caller calls Started once cmd.Start has returned, and Ended once
 // cmd.Wait has (or once Start failed): Ended removes the leaf.
 func (r *Runner) Limit(cmd *exec.Cmd, l Limits) (*Limited, error) {
-	leaf, err := r.applyLimits(cmd, l)
+	// The caller starts cmd, not startCmd: the rlimits go through the
+	// helper, never ptrace.
+	leaf, _, err := r.limitCmd(cmd, l, false)
 	if err != nil {
 		return nil, err
 	}

@@ -18,7 +18,8 @@ import (
 // ErrLimitsUnsupported is returned by Start, Run and StartTTY for a
 // command with a memory or pids limit where the Runner has no cgroup
 // leaves to give it (Runner.Cgroups is nil), and for rlimits where it has
-// no helper (Runner.Helper is empty). Its text is cgroups.ErrUnavailable's.
+// neither ptrace nor a helper (Runner.Ptrace false, Runner.Helper empty).
+// Its text is cgroups.ErrUnavailable's.
 var ErrLimitsUnsupported = cgroups.ErrUnavailable
 
 // Limits bound what one command may use. A zero field sets no limit.
@@ -62,7 +63,7 @@ type LimitSupport struct {
 
 // LimitSupport says which limits r can apply.
 func (r *Runner) LimitSupport() LimitSupport {
-	rl, cg := r.Helper != "", r.Cgroups != nil
+	rl, cg := r.Helper != "" || r.Ptrace, r.Cgroups != nil
 	s := LimitSupport{CPUSeconds: rl, FileSizeBytes: rl, OpenFiles: rl, MemoryBytes: cg, Pids: cg}
 	switch {
 	case rl && cg:
@@ -77,7 +78,7 @@ func (r *Runner) LimitSupport() LimitSupport {
 
 // CheckLimits returns ErrLimitsUnsupported if r cannot apply l.
 func (r *Runner) CheckLimits(l Limits) error {
-	if (l.cgrouped() && r.Cgroups == nil) || (l.rlimited() && r.Helper == "") {
+	if (l.cgrouped() && r.Cgroups == nil) || (l.rlimited() && r.Helper == "" && !r.Ptrace) {
 		return ErrLimitsUnsupported
 	}
 	return nil
@@ -88,45 +89,61 @@ func (r *Runner) CheckLimits(l Limits) error {
 // anything else. It is never listed in help.
 const HelperArg = "__rlimit-helper"
 
-// applyLimits makes cmd apply l: the rlimits through the helper, which
-// cmd then runs in place of the command (the command's own path and argv
-// follow its "--"), and the memory and pids limits through a new cgroup
-// leaf, which cmd is started in and the caller removes once the command
-// has ended. cmd.SysProcAttr must be set.
-func (r *Runner) applyLimits(cmd *exec.Cmd, l Limits) (*cgroups.Leaf, error) {
-	if err := r.CheckLimits(l); err != nil {
-		return nil, err
+// applyLimits makes p.cmd apply l, and records l in p. The rlimits are
+// set by ptrace (see byPtrace), which startCmd does, or else through the
+// helper (see limitCmd). The leaf limitCmd makes is removed by p.wait once
+// the command has ended.
+func (r *Runner) applyLimits(p *Process, l Limits) error {
+	leaf, rls, err := r.limitCmd(p.cmd, l, true)
+	if err != nil {
+		return err
 	}
-	if l.rlimited() {
-		args := []string{r.Helper, HelperArg}
-		for _, rl := range []struct {
-			name string
-			v    int64
-		}{{"cpu", l.CPUSeconds}, {"fsize", l.FileSizeBytes}, {"nofile", l.OpenFiles}} {
-			if rl.v > 0 {
-				args = append(args, rl.name+"="+strconv.FormatInt(rl.v, 10))
+	p.limits, p.rlimits, p.leaf = l, rls, leaf
+	return nil
+}
+
+// limitCmd makes cmd apply l. The rlimits are returned for startCmd to
+// set by ptrace when ptrace is allowed and byPtrace says it can; else the
+// helper runs in place of the command (the command's own path and argv
+// follow its "--"). The memory and pids limits go through a new cgroup
+// leaf, which cmd is started in. cmd.SysProcAttr must be set.
+func (r *Runner) limitCmd(cmd *exec.Cmd, l Limits, ptrace bool) (*cgroups.Leaf, []rlimit, error) {
+	if err := r.CheckLimits(l); err != nil {
+		return nil, nil, err
+	}
+	var traced []rlimit
+	if rls := l.rlimits(); len(rls) > 0 {
+		switch {
+		case ptrace && r.byPtrace(cmd, rls):
+			traced = rls
+		case r.Helper != "":
+			args := []string{r.Helper, HelperArg}
+			for _, rl := range rls {
+				args = append(args, rl.name+"="+strconv.FormatUint(rl.lim.Cur, 10))
 			}
+			args = append(args, "--", cmd.Path)
+			cmd.Args = append(args, cmd.Args...)
+			cmd.Path = r.Helper
+		default:
+			return nil, nil, ErrLimitsUnsupported
 		}
-		args = append(args, "--", cmd.Path)
-		cmd.Args = append(args, cmd.Args...)
-		cmd.Path = r.Helper
 	}
 	if !l.cgrouped() {
-		return nil, nil
+		return nil, traced, nil
 	}
 	leaf, err := r.Cgroups.NewLeaf(cgroups.Limits{MemoryBytes: l.MemoryBytes, Pids: l.Pids})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	fd, err := syscall.Open(leaf.Path(), syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
 	if err != nil {
 		_ = leaf.Remove()
-		return nil, err
+		return nil, nil, err
 	}
 	// clone3's CLONE_INTO_CGROUP: the command is in its leaf from its
 	// first instruction, and the agent never is.
 	cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, fd
-	return leaf, nil
+	return leaf, traced, nil
 }
 
 // closeCgroupFD closes the leaf's descriptor once the command has started

@@ -116,16 +116,15 @@ func (r *Runner) startTTY(c TTYCommand) (*Process, *os.File, error) {
 	// (Ctty 0: the child's stdin). It is then its own group's leader
 	// already: Setpgid on a session leader fails with EPERM.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Credential: cc.credential()}
-	p := &Process{cmd: cmd, runner: r, done: make(chan struct{}), tty: true, limits: c.Limits}
-	leaf, err := r.applyLimits(cmd, c.Limits)
+	p := &Process{cmd: cmd, runner: r, done: make(chan struct{}), tty: true}
+	err = r.applyLimits(p, c.Limits)
 	if err == nil {
-		p.leaf = leaf
 		err = p.startCmd()
 		closeCgroupFD(cmd)
 	}
 	if err != nil {
 		master.Close()
-		endLeaf(leaf)
+		endLeaf(p.leaf)
 		return nil, nil, startError(cc, err)
 	}
 	r.oom.adjust(cmd.Process.Pid, r.oomScoreAdj())

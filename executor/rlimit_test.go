@@ -13,9 +13,11 @@ import (
 	"github.com/sandbox-executor/sandbox-executor/cgroups"
 )
 
-// limitedRunner runs the rlimit helper as the test binary (see TestMain),
-// through /proc/self/exe as the agent does, so that any user can run it.
-func limitedRunner() *Runner { return &Runner{Helper: "/proc/self/exe"} }
+// limitedRunner sets rlimits as the agent does where ptrace works: by
+// ptrace, with the helper for what prlimit cannot serve. The helper is the
+// test binary (see TestMain), run through /proc/self/exe as the agent
+// does, so that any user can run it. helperRunner forces the helper.
+func limitedRunner() *Runner { return &Runner{Helper: "/proc/self/exe", Ptrace: true} }
 
 // childCPU is the CPU time of this process's waited-for children so far.
 func childCPU(t *testing.T) time.Duration {

@@ -17,7 +17,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
-	"github.com/rs/zerolog"
 
 	"github.com/sandbox-executor/sandbox-executor/executor"
 	"github.com/sandbox-executor/sandbox-executor/internal/finished"
@@ -41,109 +40,6 @@ var (
 
 func notFound(id string) error       { return fmt.Errorf("%w: %s", ErrNotFound, id) }
 func notRunning(status Status) error { return fmt.Errorf("%w (status: %s)", ErrNotRunning, status) }
-
-// Options bound what a Registry keeps. Zero fields take the defaults,
-// which small accessors (maxLines and so on) supply when they are read:
-// the Options a caller wrote stay as written.
-type Options struct {
-	// MaxLines is how many lines each process retains. If zero, 10,000.
-	MaxLines int
-	// MaxBytes bounds the memory of each process's retained lines,
-	// counting 48 bytes of bookkeeping per line. If zero, 8 MiB.
-	MaxBytes int
-	// MaxTotalBytes bounds the retained lines of all processes together,
-	// running and finished, counted as for MaxBytes plus 48 bytes for each
-	// empty slot a process's ring keeps from when it held more lines. A
-	// line that takes the total over it makes the processes that hold the
-	// most lose their oldest lines first, down to a common level, 1/16
-	// below the bound; their readers are told how many lines they missed.
-	// If zero, 128 MiB: Go's heap grows to about twice its live data
-	// before collecting it, so at their peak the lines cost about 256 MiB,
-	// which leaves most of a 1 GiB sandbox to the commands.
-	MaxTotalBytes int
-	// MaxRunning is how many processes may run at once; past it Start
-	// returns an error wrapping ErrTooMany. Each running process holds
-	// three file descriptors (two pipes and a pidfd) and one OS thread
-	// (blocked waiting for it), and Go ends the agent at 10,000 threads.
-	// If zero, 1,000, or an eighth of the soft limit on open files if that
-	// is lower, leaving room for connections and /run commands.
-	MaxRunning int
-	// MaxFinished is how many finished processes stay listed; past it,
-	// the ones that finished first are forgotten. If zero, 1,000.
-	MaxFinished int
-	// MaxFinishedBytes bounds the retained lines of all finished
-	// processes together, within MaxTotalBytes; past it, the ones that
-	// finished first lose their lines but stay listed. If zero, half of
-	// MaxTotalBytes.
-	MaxFinishedBytes int
-	// MaxPollBytes is how many of its latest output bytes a polled
-	// process keeps for ReadOutput (see outRing), from its start if
-	// StartPolled asked, else from its first poll. If zero, 1 MiB.
-	MaxPollBytes int
-	// Log gets a debug line when a process starts and when it ends. The
-	// zero value, like zerolog.Nop(), discards them.
-	Log zerolog.Logger
-}
-
-func (o Options) maxLines() int {
-	if o.MaxLines <= 0 {
-		return 10_000
-	}
-	return o.MaxLines
-}
-
-func (o Options) maxBytes() int {
-	if o.MaxBytes <= 0 {
-		return 8 << 20
-	}
-	return o.MaxBytes
-}
-
-func (o Options) maxPollBytes() int {
-	if o.MaxPollBytes <= 0 {
-		return 1 << 20
-	}
-	return o.MaxPollBytes
-}
-
-func (o Options) maxTotalBytes() int {
-	if o.MaxTotalBytes <= 0 {
-		return 128 << 20
-	}
-	return o.MaxTotalBytes
-}
-
-func (o Options) maxRunning() int {
-	if o.MaxRunning <= 0 {
-		return defaultMaxRunning()
-	}
-	return o.MaxRunning
-}
-
-func (o Options) maxFinished() int {
-	if o.MaxFinished <= 0 {
-		return 1_000
-	}
-	return o.MaxFinished
-}
-
-func (o Options) maxFinishedBytes() int {
-	if o.MaxFinishedBytes <= 0 {
-		return o.maxTotalBytes() / 2
-	}
-	return o.MaxFinishedBytes
-}
-
-// defaultMaxRunning returns 1,000, or an eighth of the soft limit on open
-// files if that is lower.
-func defaultMaxRunning() int {
-	n := 1_000
-	var lim syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err == nil && lim.Cur/8 < uint64(n) {
-		n = max(int(lim.Cur/8), 1)
-	}
-	return n
-}
 
 // reclaimInterval is the least time between two returns of memory to the
 // system: each costs a full garbage collection.

@@ -16,10 +16,13 @@ import (
 	"github.com/sandbox-executor/sandbox-executor/executor"
 )
 
-// limitRunner runs the rlimit helper as the test binary (see TestMain),
-// through /proc/self/exe as the agent does; it has no cgroup leaves, as
-// this machine has no writable cgroup v2 hierarchy.
-func limitRunner() *executor.Runner { return &executor.Runner{Helper: "/proc/self/exe"} }
+// limitRunner sets rlimits as the agent does where ptrace works (by
+// ptrace, with the rlimit helper, run as the test binary (see TestMain)
+// through /proc/self/exe, for what prlimit cannot serve); it has no cgroup
+// leaves, as this machine has no writable cgroup v2 hierarchy.
+func limitRunner() *executor.Runner {
+	return &executor.Runner{Helper: "/proc/self/exe", Ptrace: true}
+}
 
 // childCPU is the CPU time of this process's waited-for children so far.
 func childCPU(t *testing.T) time.Duration {

@@ -13,9 +13,10 @@ import (
 const limitsCalls = 200
 
 // sectionLimits measures figure 18: what a limit and a readiness wait cost.
-// /run of `true` with limits: {"cpu_seconds": 10} goes through the rlimit
-// helper, one more execve of the agent's binary, against a plain /run of
-// `true`; /wait_for_port on a port that already listens against GET
+// /run of `true` with limits: {"cpu_seconds": 10} (the shell stopped after
+// its execve by ptrace, a prlimit and a detach; where ptrace is refused,
+// the rlimit helper, one more execve of the agent's binary) against a plain
+// /run of `true`; /wait_for_port on a port that already listens against GET
 // /health. The kinds alternate, on raw HTTP/1.1 clients, so that drift in
 // the machine's speed hits them alike.
 func (b *bench) sectionLimits(ctx context.Context) error {
@@ -65,7 +66,7 @@ func (b *bench) sectionLimits(ctx context.Context) error {
 	}
 	lim := newFigure("18 limits", "/run `true` with cpu_seconds median", ms(median(lat[0])), "ms").
 		withRef(ms(median(lat[1])), "plain /run `true`").ratioAtMost(1.3).
-		withNote("the rlimit helper: one more execve, of the agent's own binary")
+		withNote("ptrace: a stop after execve, prlimit, detach (the helper's extra execve where ptrace is refused)")
 	wait := newFigure("18 limits", "wait_for_port on a listening port median", ms(median(lat[2])), "ms").
 		withRef(ms(median(lat[3])), "GET /health").ratioAtMost(2)
 	if errs.count() > 0 {

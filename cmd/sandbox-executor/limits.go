@@ -10,10 +10,18 @@ import (
 )
 
 // setLimits gives runner what it needs to apply per-command limits, probed
-// once at start-up: the agent's own binary as the rlimit helper, and
-// cgroup v2 leaves where the agent may make them.
+// once at start-up: ptrace where it works, which sets a command's rlimits
+// without a second exec; the agent's own binary as the rlimit helper, for
+// what ptrace cannot serve; and cgroup v2 leaves where the agent may make
+// them. It must run before the reaper does (see executor.ProbePtrace).
 func setLimits(runner *executor.Runner, log zerolog.Logger) {
 	runner.Helper = helperPath()
+	rlimits := "helper"
+	if err := executor.ProbePtrace(runner.Helper); err != nil {
+		log.Debug().Err(err).Msg("rlimits by ptrace unavailable: the helper sets them")
+	} else {
+		runner.Ptrace, rlimits = true, "ptrace"
+	}
 	cg, err := cgroups.Probe()
 	if err != nil {
 		log.Debug().Err(err).Msg("memory and pids limits unavailable")
@@ -21,7 +29,7 @@ func setLimits(runner *executor.Runner, log zerolog.Logger) {
 		runner.Cgroups = cg
 	}
 	s := runner.LimitSupport()
-	log.Debug().Str("mechanism", s.Mechanism).Msg("command limits")
+	log.Debug().Str("mechanism", s.Mechanism).Str("rlimits", rlimits).Msg("command limits")
 }
 
 // helperPath is the path the rlimit helper is run by. /proc/self/exe is
