@@ -97,7 +97,7 @@ func (s *Server) handleMCPPost(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	reply := s.mcp.Serve(r.Context(), msg, mcp.Headers{
+	reply := s.mcp().Serve(r.Context(), msg, mcp.Headers{
 		ProtocolVersion: r.Header.Get("MCP-Protocol-Version"),
 		Method:          r.Header.Get("Mcp-Method"),
 		Name:            r.Header.Get("Mcp-Name"),
