@@ -131,8 +131,8 @@ func Ignored(ps []Pattern, path string, isDir bool) bool {
 }
 
 // MaxLine is the longest line Read keeps, in bytes. A longer one is
-// skipped (read to its end, so the lines after it still count): no file
-// name is that long, so no such pattern could match one literally.
+// skipped (read to its end, so the lines after it still count): a path
+// is at most 4 KiB, so such a line is no pattern anyone meant.
 const MaxLine = 64 << 10
 
 // Read appends to ps the patterns of the ignore file r, which is in the
