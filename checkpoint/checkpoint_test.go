@@ -1,6 +1,7 @@
 package checkpoint
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -179,5 +180,51 @@ func sortStrings(s []string) {
 		for j := i; j > 0 && s[j] < s[j-1]; j-- {
 			s[j], s[j-1] = s[j-1], s[j]
 		}
+	}
+}
+
+// TestObjectDirsOnDemand: Open makes no object directories; a checkpoint
+// makes those of its own objects, on both of store's ways of copying
+// (in one read within the budget, hashed first near it), and restores.
+func TestObjectDirsOnDemand(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name   string
+		budget int64
+	}{{"one read", 0}, {"hashed first", 50 << 10}} {
+		t.Run(tc.name, func(t *testing.T) {
+			root, state := t.TempDir(), t.TempDir()
+			same := bytes.Repeat([]byte("x"), 10<<10)
+			for i := range 10 { // 100 KiB to read, over the budget; 10 KiB new, within it
+				require.NoError(t, os.WriteFile(filepath.Join(root, fmt.Sprintf("same%d", i)), same, 0o644))
+			}
+			require.NoError(t, os.WriteFile(filepath.Join(root, "other"), []byte("other"), 0o644))
+			s := openStore(t, state, tc.budget)
+			objects := filepath.Join(state, "checkpoints/objects")
+			ents, err := os.ReadDir(objects)
+			require.NoError(t, err)
+			assert.Empty(t, ents)
+
+			m, err := s.Create(ctx, root, "", nil)
+			require.NoError(t, err)
+			want := map[string]bool{}
+			for _, f := range m.Files {
+				want[f.SHA256[:2]] = true
+			}
+			ents, err = os.ReadDir(objects)
+			require.NoError(t, err)
+			got := map[string]bool{}
+			for _, e := range ents {
+				got[e.Name()] = true
+			}
+			assert.Equal(t, want, got)
+			assert.Len(t, want, 2)
+
+			before := sums(t, root)
+			require.NoError(t, os.Remove(filepath.Join(root, "same3")))
+			_, err = s.Restore(ctx, m, false)
+			require.NoError(t, err)
+			assert.Equal(t, before, sums(t, root))
+		})
 	}
 }

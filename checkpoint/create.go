@@ -254,7 +254,7 @@ func (c *copier) put(p string, h hash.Hash, buf []byte) (string, int64, error) {
 	if _, ok := c.copied[sum]; ok || c.s.holds(sum) {
 		return sum, n, nil
 	}
-	if err := os.Rename(tmp.Name(), c.s.objPath(sum)); err != nil {
+	if err := c.s.putObject(tmp.Name(), sum); err != nil {
 		return "", 0, err
 	}
 	c.copied[sum] = n
@@ -331,7 +331,7 @@ func (s *Store) copyOne(p string, h hash.Hash, buf []byte) (string, int64, error
 	if err != nil {
 		return "", 0, err
 	}
-	return sum, n, os.Rename(tmp.Name(), s.objPath(sum))
+	return sum, n, s.putObject(tmp.Name(), sum)
 }
 
 // syncDir flushes the file system that holds dir: one syncfs for every

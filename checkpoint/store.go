@@ -79,11 +79,6 @@ func Open(o Options) (*Store, error) {
 			return nil, err
 		}
 	}
-	for i := range 256 { // an object's directory is the first two digits of its hash
-		if err := os.MkdirAll(filepath.Join(s.objDir(), fmt.Sprintf("%02x", i)), 0o700); err != nil {
-			return nil, err
-		}
-	}
 	// What a crash left half-made; only if old, as another agent may be
 	// using the same directory (which is not supported, but must not lose
 	// its data).
@@ -101,6 +96,22 @@ func (s *Store) manDir() string { return filepath.Join(s.dir, "manifests") }
 func (s *Store) tmpDir() string { return filepath.Join(s.dir, "tmp") }
 
 func (s *Store) objPath(sum string) string { return filepath.Join(s.objDir(), sum[:2], sum[2:]) }
+
+// putObject renames the file tmp to the object sum. An object's directory
+// (the first two digits of its hash) is made with its first object rather
+// than all 256 at Open: an agent that makes no checkpoint never pays for
+// them, nor walks them at its next start.
+func (s *Store) putObject(tmp, sum string) error {
+	p := s.objPath(sum)
+	err := os.Rename(tmp, p)
+	if !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	if err := os.Mkdir(filepath.Dir(p), 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+		return err
+	}
+	return os.Rename(tmp, p)
+}
 
 // staleAge is how old a file a crash left behind must be before Open
 // removes it.

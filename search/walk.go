@@ -1,7 +1,6 @@
 package search
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -10,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/bmatcuk/doublestar/v4"
-	"github.com/go-git/go-git/v5/plumbing/format/gitignore"
+	"github.com/sandbox-executor/sandbox-executor/gitignore"
 )
 
 // walkOptions are what a walk prunes and where it starts.
@@ -75,40 +74,20 @@ type timedOut struct {
 func (t *timedOut) Error() string { return "search timed out" }
 
 // readIgnores adds the patterns of dir's .gitignore, then its .ignore
-// (which, read later, takes precedence, as in rg).
+// (which, read later, takes precedence, as in rg). Neither is followed
+// if it is a symbolic link, as git does not.
 func (w *walker) readIgnores(abs string, rel []string) {
-	domain := append([]string(nil), rel...)
 	for _, name := range [...]string{".gitignore", ".ignore"} {
 		f, err := os.OpenFile(filepath.Join(abs, name), os.O_RDONLY|syscallNoFollow, 0)
 		if err != nil {
 			continue
 		}
 		if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
-			sc := bufio.NewScanner(f) // an ignore file's line over 64 KiB ends it: no pattern is that long
-			for sc.Scan() {
-				line := strings.TrimSuffix(sc.Text(), "\r")
-				if strings.HasPrefix(line, "#") || strings.TrimSpace(line) == "" {
-					continue
-				}
-				w.ignores = append(w.ignores, gitignore.ParsePattern(line, domain))
-			}
+			// A read error keeps the patterns before it, as a shorter file would.
+			w.ignores, _ = gitignore.Read(f, rel, w.ignores)
 		}
 		f.Close()
 	}
-}
-
-// ignored reports whether the ignore files hide rel: the last pattern
-// that matches decides, and a deeper file's patterns come later.
-func (w *walker) ignored(rel []string, isDir bool) bool {
-	for i := len(w.ignores) - 1; i >= 0; i-- {
-		switch w.ignores[i].Match(rel, isDir) {
-		case gitignore.Exclude:
-			return true
-		case gitignore.Include:
-			return false
-		}
-	}
-	return false
 }
 
 // glob is a gitignore-style glob: without a "/" it matches an entry's

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sandbox-executor/sandbox-executor/gitignore"
 )
 
 // maxHeldDirs is how deep the walk keeps each directory on its path open
@@ -110,7 +112,7 @@ func (w *walker) one(dirfd int, dirAbs string, dirRel []string, de dirEnt) error
 	if !w.opts.hidden && name[0] == '.' {
 		return nil
 	}
-	if w.ignored(rel, isDir) {
+	if len(w.ignores) > 0 && gitignore.Ignored(w.ignores, joinRel(rel), isDir) {
 		return nil
 	}
 	switch {

@@ -98,7 +98,7 @@ func (s *Server) handleMCPPost(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	ctx := context.WithValue(r.Context(), originKey{}, s.requestOrigin(r))
-	reply := s.mcp.Serve(ctx, msg, mcp.Headers{
+	reply := s.mcp().Serve(ctx, msg, mcp.Headers{
 		ProtocolVersion: r.Header.Get("MCP-Protocol-Version"),
 		Method:          r.Header.Get("Mcp-Method"),
 		Name:            r.Header.Get("Mcp-Name"),

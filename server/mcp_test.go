@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/rs/zerolog"
@@ -233,4 +234,39 @@ func TestMCPToolCallLog(t *testing.T) {
 		assert.Equal(t, id, line["request_id"])
 	}
 	assert.NotContains(t, buf.String(), "SECRET-CONTENT")
+}
+
+// The protocol server is built at the first /mcp request rather than at
+// start-up: requests that race to be first all get the one server, whole.
+func TestMCPFirstCallsAtOnce(t *testing.T) {
+	ts, _ := newTestServer(t, testServer{})
+	const n = 8
+	bodies := make([]string, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, ts.URL+"/mcp",
+				strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
+			if err != nil {
+				return
+			}
+			req.Header.Set("Authorization", "Bearer "+testSecret)
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := ts.Client().Do(req)
+			if err != nil {
+				return
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			bodies[i] = string(b)
+		})
+	}
+	wg.Wait()
+	_, _, m := mcpPost(t, ts, `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
+	require.NotEmpty(t, result(t, m)["tools"])
+	want, err := json.Marshal(m)
+	require.NoError(t, err)
+	for _, b := range bodies {
+		assert.JSONEq(t, string(want), b)
+	}
 }

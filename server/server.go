@@ -11,6 +11,7 @@ import (
 	"os"
 	"path"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gorilla/mux"
@@ -153,8 +154,8 @@ type Server struct {
 	// ownTunnels is set if tunnels is the Server's own, for Close.
 	ownTunnels bool
 	preview    *previewProxy
-	mcp        *mcp.Server // nil with MCP.Off
-	exec       *ExecFuncs  // nil: no exec tools
+	mcp        func() *mcp.Server // nil with MCP.Off; else built at the first /mcp request (see New)
+	exec       *ExecFuncs         // nil: no exec tools
 	exposed    exposedPorts
 	watches    *watch.Manager // the Server's own; Close closes it
 	// checkpoints is Deps.Checkpoints, or the Server's own in ownState;
@@ -214,7 +215,10 @@ func New(log zerolog.Logger, auth *Auth, deps Deps, cfg Config) *Server {
 		s.exec = &fns
 	}
 	if !cfg.MCP.Off {
-		s.mcp = s.newMCP()
+		// Built at the first /mcp request, not here: the tools' schemas
+		// and the protocol server are ~70 KB of heap and code that an
+		// agent nobody calls /mcp on would keep resident from start-up.
+		s.mcp = sync.OnceValue(s.newMCP)
 	}
 	s.routes()
 	s.handler = s.requestPath()
