@@ -153,21 +153,15 @@ func (s *Server) handleCheckpointList(w http.ResponseWriter, r *http.Request) er
 // handleCheckpointDelete serves POST /delete_checkpoint: the content no
 // other checkpoint uses is freed.
 func (s *Server) handleCheckpointDelete(w http.ResponseWriter, r *http.Request) error {
-	type request struct {
-		ID string `json:"id"`
-	}
-	req, err := decode[request](w, r, s.cfg.MaxBody)
+	id, err := decodeID(w, r, s.cfg.MaxBody)
 	if err != nil {
 		return err
-	}
-	if req.ID == "" {
-		return errorf(http.StatusBadRequest, "id is required")
 	}
 	st, err := s.checkpointStore()
 	if err != nil {
 		return err
 	}
-	freed, err := st.Delete(req.ID)
+	freed, err := st.Delete(id)
 	if err != nil {
 		return err
 	}

@@ -253,6 +253,21 @@ func decode[T any](w http.ResponseWriter, r *http.Request, maxBody int64) (T, er
 	}
 }
 
+// decodeID reads a request body {"id": ...} as decode does, for the
+// endpoints that take only an id; an id missing or empty is 400.
+func decodeID(w http.ResponseWriter, r *http.Request, maxBody int64) (string, error) {
+	req, err := decode[struct {
+		ID string `json:"id"`
+	}](w, r, maxBody)
+	if err != nil {
+		return "", err
+	}
+	if req.ID == "" {
+		return "", errorf(http.StatusBadRequest, "id is required")
+	}
+	return req.ID, nil
+}
+
 // jsonPath returns the path of a field as the client wrote it from
 // encoding/json's UnmarshalTypeError.Field, which names a field of an
 // embedded struct through the struct's Go type ("ownerFields.user"): the

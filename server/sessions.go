@@ -90,19 +90,13 @@ func (s *Server) handleSessionList(w http.ResponseWriter, r *http.Request) error
 // group started in the session and removes its temp workdir, waiting at
 // most killWait for the processes to be gone.
 func (s *Server) handleSessionDelete(w http.ResponseWriter, r *http.Request) error {
-	type request struct {
-		ID string `json:"id"`
-	}
-	req, err := decode[request](w, r, s.cfg.MaxBody)
+	id, err := decodeID(w, r, s.cfg.MaxBody)
 	if err != nil {
 		return err
 	}
-	if req.ID == "" {
-		return errorf(http.StatusBadRequest, "id is required")
-	}
 	ctx, cancel := context.WithTimeout(r.Context(), killWait)
 	defer cancel()
-	if err := s.sessions.Delete(ctx, req.ID); err != nil {
+	if err := s.sessions.Delete(ctx, id); err != nil {
 		return err
 	}
 	encode(w, http.StatusOK, map[string]any{"success": true})

@@ -131,17 +131,11 @@ func (s *Server) rawWriteError(n int64, err error) error {
 // what was written before (a write still in progress included). Closing
 // again, or once the process has ended, succeeds.
 func (s *Server) handleStdinClose(w http.ResponseWriter, r *http.Request) error {
-	type request struct {
-		ID string `json:"id"`
-	}
-	req, err := decode[request](w, r, s.cfg.MaxBody)
+	id, err := decodeID(w, r, s.cfg.MaxBody)
 	if err != nil {
 		return err
 	}
-	if req.ID == "" {
-		return errorf(http.StatusBadRequest, "id is required")
-	}
-	p, err := s.procs.Get(req.ID)
+	p, err := s.procs.Get(id)
 	if err == nil {
 		err = p.CloseStdin()
 	}
