@@ -74,6 +74,8 @@ type Runner struct {
 	rawBufs   sync.Pool // *[]byte of readSize, for Run
 	lineBufs  sync.Pool // *[]byte of maxLine()+readSize, for Start
 	stdinBufs sync.Pool // *[]byte of stdinBufSize, for WriteStdin
+	// streamBufs are StartStream's, of streamReadSize.
+	streamBufs sync.Pool
 
 	// mu guards running, inputHeld, groups and pruneAt.
 	mu        sync.Mutex
@@ -264,6 +266,12 @@ func (r *Runner) startProcess(ctx context.Context, c Command, viaShell bool, buf
 	}
 	// Passing *os.File makes the child write straight into the pipes: no
 	// copying goroutine inside exec, and Wait does not wait for output.
+	if bufs.pool == &r.streamBufs {
+		// StartStream's readers take large chunks: its pipes hold
+		// several, so that the command writes on while one is handed over.
+		growPipe(outW)
+		growPipe(errW)
+	}
 	cmd.Stdout, cmd.Stderr = outW, errW
 	if inR != nil {
 		cmd.Stdin = inR
