@@ -64,9 +64,11 @@ func batchingClient(hc *http.Client, conn **batchConn) *http.Client {
 // another goroutine (a pong) cannot pass the gathered bytes: it joins them.
 type batchConn struct {
 	io.ReadWriteCloser
+	// mu guards batching and buf, and is held by every write to the
+	// connection, so that the writes keep their order.
 	mu       sync.Mutex
 	batching bool
-	buf      []byte // kept between frames: at most one frame and its header
+	buf      []byte // kept between frames: one frame and its header, and any pong written meanwhile
 }
 
 func (b *batchConn) Write(p []byte) (int, error) {
