@@ -46,8 +46,9 @@ type ExecConn struct {
 	ws     *websocket.Conn
 	pid    int
 	exited bool
-	buf    []byte // the last output frame: ExecEvent.Data points into it
-	frame  []byte // WriteStdin's frame, reused
+	buf    []byte     // the last output frame: ExecEvent.Data points into it
+	frame  []byte     // WriteStdin's frame, reused
+	bc     *batchConn // the connection under ws, which gathers large stdin frames; see batchMin
 }
 
 // ExecEvent is one thing an ExecConn read: output, or the exit.
@@ -81,7 +82,8 @@ type Termination struct {
 // /run would have given (400 for a bad cwd, 404 for an unknown session);
 // ctx bounds the connecting and starting only.
 func (c *Client) Exec(ctx context.Context, opts ExecOptions) (*ExecConn, error) {
-	dial := &websocket.DialOptions{HTTPClient: c.hc, Subprotocols: []string{"sandbox-executor"}}
+	var bc *batchConn
+	dial := &websocket.DialOptions{HTTPClient: batchingClient(c.hc, &bc), Subprotocols: []string{"sandbox-executor"}}
 	if c.token != "" {
 		dial.HTTPHeader = http.Header{"Authorization": {"Bearer " + c.token}}
 	}
@@ -95,8 +97,8 @@ func (c *Client) Exec(ctx context.Context, opts ExecOptions) (*ExecConn, error) 
 		}
 		return nil, &ConnError{URL: c.base, Err: err}
 	}
-	ws.SetReadLimit(1 << 20) // the agent's output frames are at most 64 KiB
-	x := &ExecConn{ws: ws}
+	ws.SetReadLimit(1 << 20) // the agent's output frames are at most 256 KiB
+	x := &ExecConn{ws: ws, bc: bc}
 	if err := x.start(ctx, opts); err != nil {
 		ws.CloseNow()
 		return nil, err
@@ -211,7 +213,15 @@ func readMessage(r io.Reader, buf []byte) ([]byte, error) {
 // overlap.
 func (x *ExecConn) WriteStdin(ctx context.Context, p []byte) error {
 	x.frame = append(append(x.frame[:0], 0), p...)
-	return x.ws.Write(ctx, websocket.MessageBinary, x.frame)
+	if x.bc == nil || len(x.frame) < batchMin {
+		return x.ws.Write(ctx, websocket.MessageBinary, x.frame)
+	}
+	x.bc.begin()
+	err := x.ws.Write(ctx, websocket.MessageBinary, x.frame)
+	if ferr := x.bc.flush(ctx, func() { x.ws.CloseNow() }); err == nil {
+		err = ferr
+	}
+	return err
 }
 
 // CloseStdin closes the command's stdin after what was written: it reads

@@ -120,6 +120,12 @@ func (r *Runner) startProcess(ctx context.Context, c Command, viaShell bool, buf
 	}
 	// Passing *os.File makes the child write straight into the pipes: no
 	// copying goroutine inside exec, and Wait does not wait for output.
+	if bufs.pool == &r.streamBufs {
+		// StartStream's readers take large chunks: its pipes hold
+		// several, so that the command writes on while one is handed over.
+		growPipe(outW)
+		growPipe(errW)
+	}
 	cmd.Stdout, cmd.Stderr = outW, errW
 	if inR != nil {
 		cmd.Stdin = inR

@@ -73,6 +73,8 @@ type Runner struct {
 	rawBufs   sync.Pool // *[]byte of readSize, for Run
 	lineBufs  sync.Pool // *[]byte of maxLine()+readSize, for Start
 	stdinBufs sync.Pool // *[]byte of stdinBufSize, for WriteStdin
+	// streamBufs are StartStream's, of streamReadSize.
+	streamBufs sync.Pool
 
 	// mu guards running, inputHeld, groups and pruneAt.
 	mu        sync.Mutex

@@ -14,11 +14,21 @@ import (
 // buffer.
 type ChunkFunc func(s Stream, b []byte)
 
+// streamReadSize is the largest chunk StartStream hands over. Its pipes
+// are grown to stdinPipeSize (four chunks) where the system allows it.
+// Against Run's 64 KiB from a 64 KiB pipe, this took a quarter of the
+// system calls and wake-ups of the command, the agent and an /exec_ws
+// client for a 1 GiB stream: 0.64 → 0.40 s of the agent's CPU per GiB.
+// The pages are the kernel's, and only while they hold output not yet
+// read; a buffer is held only while a chunk is pending (see buffers).
+const streamReadSize = 256 << 10
+
 // StartStream starts c and hands its output to fn as raw chunks as it is
-// read; see ChunkFunc. When ctx ends, the process group is killed. Every
-// chunk has been handed to fn before Wait returns. Its errors are Run's.
+// read, of at most streamReadSize bytes; see ChunkFunc. When ctx ends, the
+// process group is killed. Every chunk has been handed to fn before Wait
+// returns. Its errors are Run's.
 func (r *Runner) StartStream(ctx context.Context, c Command, fn ChunkFunc) (*Process, error) {
-	return r.start(ctx, c, buffers{&r.rawBufs, readSize}, chunkConsumer(Stdout, fn), chunkConsumer(Stderr, fn))
+	return r.start(ctx, c, buffers{&r.streamBufs, streamReadSize}, chunkConsumer(Stdout, fn), chunkConsumer(Stderr, fn))
 }
 
 // chunkConsumer returns a consume function that hands everything read to

@@ -36,32 +36,64 @@ func (b *bench) sectionExec(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 3*sectionTimeout)
 	defer cancel()
 	var outRate, pipeRate, inRate, rawRate []float64
+	// CPU spent by the agent and by this client (the bench), per kind of
+	// run: rates on a shared machine vary with its load, the work done per
+	// byte does not, and it says which end a miss is made of.
+	var outCPU, inCPU, rawCPU cpuSpent
 	for range execRepeats {
+		outCPU.start(a)
 		d, err := execOutput(ctx, a.c)
 		if err != nil {
 			return err
 		}
+		outCPU.stop(a)
 		outRate = append(outRate, execOutBytes/d.Seconds()/(1<<30))
 		if d, err = pipeOutput(ctx); err != nil {
 			return err
 		}
 		pipeRate = append(pipeRate, execOutBytes/d.Seconds()/(1<<30))
+		inCPU.start(a)
 		if d, err = execInput(ctx, a.c); err != nil {
 			return err
 		}
+		inCPU.stop(a)
 		inRate = append(inRate, stdinBytes/d.Seconds()/(1<<20))
+		rawCPU.start(a)
 		if d, err = stdinThroughAgent(ctx, a.c, newPattern(stdinBytes)); err != nil {
 			return err
 		}
+		rawCPU.stop(a)
 		rawRate = append(rawRate, stdinBytes/d.Seconds()/(1<<20))
 	}
+	const outGiB, inGiB = execRepeats * execOutBytes / (1 << 30), execRepeats * stdinBytes / float64(1<<30)
 	b.rep.add(newFigure("17 exec", "head -c 1 GiB /dev/zero through /exec_ws to a client", medianFloat(outRate), "GiB/s").
 		withRef(medianFloat(pipeRate), "the same command read through a local pipe").ratioAtLeast(execOutTarget).
-		withNote("median of %d; every byte counted", execRepeats))
+		withNote("median of %d; every byte counted; CPU per GiB: agent %s, client %s",
+			execRepeats, outCPU.agentPer(outGiB), outCPU.clientPer(outGiB)))
 	b.rep.add(newFigure("17 exec", "exec -i: 100 MiB on the stdin channel into wc -c", medianFloat(inRate), "MiB/s").
 		withRef(medianFloat(rawRate), "figure 15's /write_stdin raw body, in this run").ratioAtLeast(execInTarget).
-		withNote("median of %d; frames of %d KiB; wc's count checked", execRepeats, execFrame>>10))
+		withNote("median of %d; frames of %d KiB; wc's count checked; CPU per GiB: agent %s, client %s (/write_stdin raw: agent %s, client %s)",
+			execRepeats, execFrame>>10, inCPU.agentPer(inGiB), inCPU.clientPer(inGiB), rawCPU.agentPer(inGiB), rawCPU.clientPer(inGiB)))
 	return nil
+}
+
+// cpuSpent sums the CPU time the agent and the bench spent over runs.
+type cpuSpent struct {
+	agent, client, agent0, client0 time.Duration
+}
+
+func (c *cpuSpent) start(a *agent) { c.agent0, c.client0 = a.cpuTime(), selfCPU() }
+
+func (c *cpuSpent) stop(a *agent) {
+	c.agent += a.cpuTime() - c.agent0
+	c.client += selfCPU() - c.client0
+}
+
+// agentPer and clientPer say the CPU time per GiB moved, in seconds
+// (clock ticks are 10 ms: a sum over several runs is meant).
+func (c *cpuSpent) agentPer(gib float64) string { return fmt.Sprintf("%.2f s", c.agent.Seconds()/gib) }
+func (c *cpuSpent) clientPer(gib float64) string {
+	return fmt.Sprintf("%.2f s", c.client.Seconds()/gib)
 }
 
 // execOutput times a command writing execOutBytes over /exec_ws, from the

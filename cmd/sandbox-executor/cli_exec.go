@@ -235,7 +235,7 @@ func (c *cli) copyOutput(ctx context.Context, x *client.ExecConn, timeout time.D
 }
 
 // execStdinChunk is how much of standard input one frame carries.
-const execStdinChunk = 64 << 10
+const execStdinChunk = 256 << 10
 
 // sendStdin sends what r gives to the command's stdin as it comes, then
 // closes it at r's end. It runs in its own goroutine; it ends at r's end

@@ -1,0 +1,67 @@
+package executor
+
+import (
+	"bytes"
+	"os"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+)
+
+// StartStream's pipes hold four of its chunks, so that the command writes
+// on while one is handed over; Run's keep the system's default. Every
+// byte arrives, in chunks of at most streamReadSize.
+func TestStartStreamPipes(t *testing.T) {
+	var r Runner
+	var mu sync.Mutex
+	var out, errOut bytes.Buffer
+	largest := 0
+	p, err := r.StartStream(t.Context(), Command{Cmd: "head -c 4194304 /dev/zero; head -c 300000 /dev/zero >&2; exec sleep 10"},
+		func(s Stream, b []byte) {
+			mu.Lock()
+			defer mu.Unlock()
+			largest = max(largest, len(b))
+			if s == Stderr {
+				errOut.Write(b)
+			} else {
+				out.Write(b)
+			}
+		})
+	require.NoError(t, err)
+	defer p.Kill()
+	require.Eventually(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return out.Len() == 4<<20 && errOut.Len() == 300000
+	}, 30*time.Second, 10*time.Millisecond)
+	for fd := 1; fd <= 2; fd++ {
+		assert.Equal(t, stdinPipeSize, pipeSize(t, p.Pid(), fd), "fd %d", fd)
+	}
+	mu.Lock()
+	assert.LessOrEqual(t, largest, streamReadSize)
+	mu.Unlock()
+	require.NoError(t, p.Kill())
+	p.Wait()
+
+	p, err = r.Start(t.Context(), Command{Cmd: "exec sleep 10"}, func(Stream, time.Time, [][]byte) {})
+	require.NoError(t, err)
+	defer p.Wait()
+	defer p.Kill()
+	assert.Equal(t, 64<<10, pipeSize(t, p.Pid(), 1), "Start's pipe keeps the default")
+}
+
+// pipeSize returns the capacity of the pipe that is descriptor fd of pid.
+func pipeSize(t *testing.T, pid, fd int) int {
+	t.Helper()
+	f, err := os.OpenFile("/proc/"+strconv.Itoa(pid)+"/fd/"+strconv.Itoa(fd), os.O_WRONLY, 0)
+	require.NoError(t, err)
+	defer f.Close()
+	n, err := unix.FcntlInt(f.Fd(), unix.F_GETPIPE_SZ, 0)
+	require.NoError(t, err)
+	return n
+}
