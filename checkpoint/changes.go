@@ -100,7 +100,7 @@ func (s *Store) diff(m *Manifest, old map[string]*Entry, ch *Changes) {
 		var before, after []byte
 		var okA, okB bool
 		if o := old[rel]; o != nil && o.Link == "" {
-			before, okA = s.readCapped(s.objPath(o.SHA256))
+			before, okA = s.readObjectCapped(o.SHA256)
 		}
 		if !slices.Contains(ch.Deleted, rel) {
 			after, okB = s.readCapped(filepath.Join(m.Path, filepath.FromSlash(rel)))
@@ -137,6 +137,17 @@ func (s *Store) readCapped(p string) ([]byte, bool) {
 		return nil, false
 	}
 	return data, true
+}
+
+// readObjectCapped is readCapped of the stored content sum.
+func (s *Store) readObjectCapped(sum string) ([]byte, bool) {
+	r, err := s.openObject(sum)
+	if err != nil {
+		return nil, false
+	}
+	defer r.Close()
+	data, err := io.ReadAll(io.LimitReader(r, MaxDiff+1))
+	return data, err == nil
 }
 
 // filePatch returns one file's part of the diff; fits is false if the

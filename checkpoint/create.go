@@ -50,16 +50,18 @@ func (s *Store) Create(ctx context.Context, root, name string, exclude []string)
 	m := &Manifest{ID: newID(), Path: root, Name: name, Exclude: exclude, CreatedAt: now(),
 		Files: files, Dirs: dirs, RootMode: modeBits(fi.Mode())}
 	s.reuseHashes(m)
-	copied, err := s.store(ctx, root, m.Files)
+	cp := &copier{s: s, copied: map[string]loc{}}
+	err = s.store(ctx, root, m.Files, cp)
+	if err == nil {
+		err = cp.finish()
+	}
 	if err == nil {
 		m.Files = dropGone(m.Files)
-		m.Bytes = sumSizes(copied)
-		err = s.commit(m, copied)
+		m.Bytes = cp.bytes()
+		err = s.commit(m, cp)
 	}
 	if err != nil {
-		for sum := range copied {
-			_ = os.Remove(s.objPath(sum))
-		}
+		cp.abort()
 		return nil, err
 	}
 	return m, nil
@@ -68,36 +70,31 @@ func (s *Store) Create(ctx context.Context, root, name string, exclude []string)
 func newHash() hash.Hash { return sha256.New() }
 
 // store hashes the files that have no hash yet and copies the content
-// the store lacks, and returns the objects it made. If the files to read
-// may all be new without passing the budget, each is hashed and copied in
-// one read, and the copies of content already held dropped; else they are
-// hashed first, and copied only if what is new fits: either way the
-// budget is checked before anything is copied.
-func (s *Store) store(ctx context.Context, root string, files []Entry) (map[string]int64, error) {
+// the store lacks into cp's packs. If the files to read may all be new
+// without passing the budget, each is hashed and copied in one read, and
+// the copies of content already held dropped; else they are hashed
+// first, and copied only if what is new fits: either way the budget is
+// checked before anything is copied.
+func (s *Store) store(ctx context.Context, root string, files []Entry, cp *copier) error {
 	var unread int64
 	for _, f := range files {
 		if f.SHA256 == "" && f.Link == "" {
 			unread += f.Size
 		}
 	}
-	copied := map[string]int64{}
 	if s.Stored()+unread <= s.budget {
-		err := s.hashAll(ctx, root, files, &copier{s: s, copied: copied})
-		if err == nil {
-			err = syncDir(s.objDir())
-		}
-		return copied, err
+		return s.hashAll(ctx, root, files, cp)
 	}
 	if err := s.hashAll(ctx, root, files, nil); err != nil {
-		return copied, err
+		return err
 	}
 	files = dropGone(files)
 	fresh, need := s.newContent(files)
 	if s.Stored()+need > s.budget {
-		return copied, fmt.Errorf("%w: the checkpoint needs %d bytes of new content, and the store holds %d of its checkpoint budget %s (-checkpoint-budget)",
+		return fmt.Errorf("%w: the checkpoint needs %d bytes of new content, and the store holds %d of its checkpoint budget %s (-checkpoint-budget)",
 			ErrBudget, need, s.Stored(), s.budgetText)
 	}
-	return s.copyAll(ctx, root, files, fresh)
+	return s.copyAll(ctx, root, files, fresh, cp)
 }
 
 // dropGone removes the files found gone when they were read.
@@ -112,7 +109,8 @@ func newID() string {
 }
 
 // reuseHashes takes the hashes of the path's last checkpoint for the
-// files whose size and mtime have not changed.
+// files whose size and mtime have not changed, and whose content the
+// store holds (a damaged pack's is read and stored again).
 func (s *Store) reuseHashes(m *Manifest) {
 	head, err := s.Get("HEAD", m.Path)
 	if err != nil {
@@ -122,10 +120,14 @@ func (s *Store) reuseHashes(m *Manifest) {
 	for i := range head.Files {
 		prev[head.Files[i].Rel] = &head.Files[i]
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	for i := range m.Files {
 		f := &m.Files[i]
 		if p := prev[f.Rel]; p != nil && f.Link == "" && p.SHA256 != "" && p.Size == f.Size && p.MTime == f.MTime {
-			f.SHA256 = p.SHA256
+			if _, held := s.locs[p.SHA256]; held {
+				f.SHA256 = p.SHA256
+			}
 		}
 	}
 }
@@ -173,16 +175,22 @@ feed:
 func hashFiles(wg *sync.WaitGroup, work <-chan int, errc chan<- error, root string, files []Entry, cp *copier) {
 	defer wg.Done()
 	h := sha256.New()
-	buf := make([]byte, 256<<10)
+	var buf []byte
+	var slot *packWriter
+	if cp != nil {
+		buf = make([]byte, smallMax+1)
+	} else {
+		buf = make([]byte, 256<<10)
+	}
 	for i := range work {
 		p := filepath.Join(root, filepath.FromSlash(files[i].Rel))
 		var sum string
 		var n int64
 		var err error
 		if cp != nil {
-			sum, n, err = cp.put(p, h, buf)
+			sum, n, err = cp.put(p, h, buf, &slot)
 		} else {
-			sum, n, err = hashFile(p, h, buf, nil)
+			sum, n, err = hashFile(p, h, buf)
 		}
 		if errors.Is(err, fs.ErrNotExist) {
 			files[i].Rel = "" // gone since the scan: not recorded
@@ -200,72 +208,34 @@ func hashFiles(wg *sync.WaitGroup, work <-chan int, errc chan<- error, root stri
 }
 
 // hashFile reads the regular file p, without following a link, into h
-// and, if w is not nil, w; it returns the sha256 in hex and the bytes
-// read.
-func hashFile(p string, h hash.Hash, buf []byte, w io.Writer) (string, int64, error) {
-	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
+// and returns the sha256 in hex and the bytes read.
+func hashFile(p string, h hash.Hash, buf []byte) (string, int64, error) {
+	f, err := openRegular(p)
 	if err != nil {
-		return "", 0, &fs.PathError{Op: "open", Path: p, Err: err}
+		return "", 0, err
 	}
-	f := os.NewFile(uintptr(fd), p)
 	defer f.Close()
-	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
-		return "", 0, &fs.PathError{Op: "open", Path: p, Err: errors.New("not a regular file any more")}
-	}
 	h.Reset()
-	dst := io.Writer(h)
-	if w != nil {
-		dst = io.MultiWriter(h, w)
-	}
-	n, err := io.CopyBuffer(dst, struct{ io.Reader }{f}, buf)
+	n, err := io.CopyBuffer(h, struct{ io.Reader }{f}, buf)
 	if err != nil {
 		return "", 0, err
 	}
 	return hex.EncodeToString(h.Sum(nil)), n, nil
 }
 
-// copier copies files into the store as they are hashed, keeping one
-// object per content.
-type copier struct {
-	s *Store
-	// mu guards copied, and makes the check that an object is new and
-	// its making one step.
-	mu     sync.Mutex
-	copied map[string]int64 // the objects made, by hash
-}
-
-// put copies the file p to a temporary file while hashing it, then makes
-// it the object of its hash unless the store, or another put, has one.
-func (c *copier) put(p string, h hash.Hash, buf []byte) (string, int64, error) {
-	tmp, err := os.CreateTemp(c.s.tmpDir(), "obj-")
+// openRegular opens the regular file p for reading, without following a
+// link or blocking on a FIFO put in its place.
+func openRegular(p string) (*os.File, error) {
+	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
 	if err != nil {
-		return "", 0, err
+		return nil, &fs.PathError{Op: "open", Path: p, Err: err}
 	}
-	defer os.Remove(tmp.Name()) // a no-op once renamed
-	sum, n, err := hashFile(p, h, buf, tmp)
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
+	f := os.NewFile(uintptr(fd), p)
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, &fs.PathError{Op: "open", Path: p, Err: errors.New("not a regular file any more")}
 	}
-	if err != nil {
-		return "", 0, err
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if _, ok := c.copied[sum]; ok || c.s.holds(sum) {
-		return sum, n, nil
-	}
-	if err := os.Rename(tmp.Name(), c.s.objPath(sum)); err != nil {
-		return "", 0, err
-	}
-	c.copied[sum] = n
-	return sum, n, nil
-}
-
-// holds reports whether the store has the object sum.
-func (s *Store) holds(sum string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.refs[sum] > 0
+	return f, nil
 }
 
 // newContent returns the first file of each content the store does not
@@ -276,7 +246,7 @@ func (s *Store) newContent(files []Entry) (map[string]int, int64) {
 	fresh := map[string]int{}
 	var need int64
 	for i, f := range files {
-		if f.SHA256 == "" || s.refs[f.SHA256] > 0 {
+		if _, held := s.locs[f.SHA256]; f.SHA256 == "" || held {
 			continue
 		}
 		if _, ok := fresh[f.SHA256]; !ok {
@@ -287,22 +257,21 @@ func (s *Store) newContent(files []Entry) (map[string]int, int64) {
 	return fresh, need
 }
 
-// copyAll copies each new content into the store, and returns the sizes
-// of the objects it made by hash. A file that changed since it was
-// hashed is stored as it is now, and its entries take the new hash.
-func (s *Store) copyAll(ctx context.Context, root string, files []Entry, fresh map[string]int) (map[string]int64, error) {
-	copied := map[string]int64{}
+// copyAll copies each new content into cp's packs. A file that changed
+// since it was hashed is stored as it is now, and its entries take the
+// new hash.
+func (s *Store) copyAll(ctx context.Context, root string, files []Entry, fresh map[string]int, cp *copier) error {
 	h := sha256.New()
-	buf := make([]byte, 256<<10)
+	buf := make([]byte, smallMax+1)
+	var slot *packWriter
 	for sum, i := range fresh {
 		if err := ctx.Err(); err != nil {
-			return copied, err
+			return err
 		}
-		got, n, err := s.copyOne(filepath.Join(root, filepath.FromSlash(files[i].Rel)), h, buf)
+		got, n, err := cp.put(filepath.Join(root, filepath.FromSlash(files[i].Rel)), h, buf, &slot)
 		if err != nil {
-			return copied, err
+			return err
 		}
-		copied[got] = n
 		if got != sum {
 			for j := range files {
 				if files[j].SHA256 == sum {
@@ -311,50 +280,12 @@ func (s *Store) copyAll(ctx context.Context, root string, files []Entry, fresh m
 			}
 		}
 	}
-	if err := syncDir(s.objDir()); err != nil {
-		return copied, err
-	}
-	return copied, nil
+	return nil
 }
 
-// copyOne copies the file p into a new object, named by its hash.
-func (s *Store) copyOne(p string, h hash.Hash, buf []byte) (string, int64, error) {
-	tmp, err := os.CreateTemp(s.tmpDir(), "obj-")
-	if err != nil {
-		return "", 0, err
-	}
-	defer os.Remove(tmp.Name()) // a no-op once renamed
-	sum, n, err := hashFile(p, h, buf, tmp)
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return "", 0, err
-	}
-	return sum, n, os.Rename(tmp.Name(), s.objPath(sum))
-}
-
-// syncDir flushes the file system that holds dir: one syncfs for every
-// object, rather than an fsync each.
-func syncDir(dir string) error {
-	f, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	return unix.Syncfs(int(f.Fd()))
-}
-
-func sumSizes(m map[string]int64) int64 {
-	var n int64
-	for _, v := range m {
-		n += v
-	}
-	return n
-}
-
-// commit writes m's manifest atomically and adds it to the index.
-func (s *Store) commit(m *Manifest, copied map[string]int64) error {
+// commit writes m's manifest atomically, once cp's packs are durable, and
+// adds both to the index.
+func (s *Store) commit(m *Manifest, cp *copier) error {
 	s.mu.Lock()
 	for _, c := range s.cps {
 		m.Seq = max(m.Seq, c.Seq)
@@ -365,22 +296,10 @@ func (s *Store) commit(m *Manifest, copied map[string]int64) error {
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(s.tmpDir(), "manifest-")
-	if err != nil {
+	if err := s.writeAtomic(filepath.Join(s.manDir(), m.ID+".json"), "manifest-", data, true); err != nil {
 		return err
 	}
-	defer os.Remove(tmp.Name())
-	_, err = tmp.Write(data)
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), filepath.Join(s.manDir(), m.ID+".json"))
-	}
-	if err != nil {
+	if err := syncPath(s.manDir()); err != nil {
 		return err
 	}
 	s.mu.Lock()
@@ -391,10 +310,19 @@ func (s *Store) commit(m *Manifest, copied map[string]int64) error {
 			s.refs[f.SHA256]++
 		}
 	}
-	for sum, n := range copied {
-		if _, ok := s.sizes[sum]; !ok {
-			s.sizes[sum] = n
-			s.stored += n
+	for name, p := range cp.packs {
+		s.packs[name] = p
+	}
+	for sum, l := range cp.copied {
+		if _, ok := s.locs[sum]; !ok && s.refs[sum] > 0 {
+			s.locs[sum] = l
+			s.stored += l.n
+			s.packs[l.pack].live += recHeader + l.n
+		}
+	}
+	for name, p := range cp.packs {
+		if p.live == 0 { // its content was all found gone: never named
+			s.removePack(name)
 		}
 	}
 	return nil
