@@ -25,23 +25,30 @@ type copier struct {
 // put copies the file p into the pack of *slot (started, or a new one
 // begun past packMax) while hashing it with h, unless the store, or
 // another put, has its content already. buf is smallMax+1 bytes: a file
-// that fits is read whole, and written only if it is new; a bigger one is
-// streamed into the pack, and taken back if it was not.
+// that fits is read whole, and written only if it is new; a bigger one, or
+// one that grew while read, is streamed into the pack, and taken back if
+// it was not new.
 func (c *copier) put(p string, h hash.Hash, buf []byte, slot **packWriter) (string, int64, error) {
-	f, err := openRegular(p)
+	f, size, err := openRegular(p)
 	if err != nil {
 		return "", 0, err
 	}
 	defer f.Close()
-	n, err := io.ReadFull(f, buf)
-	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
+	// One read of one byte more than the file's size: a short read of a
+	// regular file is its end, so the read that would say EOF is saved.
+	want := int(min(size+1, int64(len(buf))))
+	n, err := io.ReadAtLeast(f, buf[:want], 1)
+	if errors.Is(err, io.EOF) {
+		n, err = 0, nil
+	}
+	if err != nil {
 		return "", 0, err
 	}
 	pw, err := c.writer(slot)
 	if err != nil {
 		return "", 0, err
 	}
-	if n <= smallMax {
+	if n < want {
 		h.Reset()
 		h.Write(buf[:n])
 		raw := h.Sum(nil)

@@ -5,8 +5,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -22,34 +24,59 @@ const scanWorkers = 3
 // Anything else (pipes, sockets, devices) is skipped, and so is what is
 // gone meanwhile or unreadable below root. Directories are read a few at
 // once, each through its own handle: a file is one fstatat(2) relative
-// to it, no path walked again, and no link followed.
+// to it, no path walked again, and no link followed. Each directory's
+// names are sorted as their paths sort (a directory's name with its "/"),
+// so that the files come out in order without sorting them all again.
 func scan(root string, extra []string) (files, dirs []Entry, err error) {
 	w := &walker{root: root, extra: extra, sem: make(chan struct{}, scanWorkers)}
-	if err := w.dir(""); err != nil {
+	top := &dirNode{}
+	if err := w.dir("", top); err != nil {
 		return nil, nil, err
 	}
 	w.wg.Wait()
-	sort.Slice(w.files, func(i, j int) bool { return w.files[i].Rel < w.files[j].Rel })
-	sort.Slice(w.dirs, func(i, j int) bool { return w.dirs[i].Rel < w.dirs[j].Rel })
-	return w.files, w.dirs, nil
+	files = make([]Entry, 0, w.files.Load())
+	dirs = make([]Entry, 0, w.dirs.Load())
+	files, dirs = top.flatten(files, dirs)
+	slices.SortFunc(dirs, byRel) // "a" < "a.b" < "a/c": not the files' order
+	return files, dirs, nil
 }
+
+func byRel(a, b Entry) int { return strings.Compare(a.Rel, b.Rel) }
 
 // walker is one scan's state.
 type walker struct {
-	root  string
-	extra []string
-	sem   chan struct{} // a slot per directory read in a goroutine of its own
-	wg    sync.WaitGroup
-	// mu guards files and dirs.
-	mu    sync.Mutex
-	files []Entry
-	dirs  []Entry
+	root        string
+	extra       []string
+	sem         chan struct{} // a slot per directory read in a goroutine of its own
+	wg          sync.WaitGroup
+	files, dirs atomic.Int64 // how many of each were found
 }
 
-// dir reads the directory rel ("" for the root) and then its
+// dirNode is what one directory holds, in order: ents[i] is a
+// subdirectory if kids[i] is not nil.
+type dirNode struct {
+	ents []Entry
+	kids []*dirNode
+}
+
+// flatten appends n's files, and those of its subdirectories in their
+// place, to files, and its directories to dirs.
+func (n *dirNode) flatten(files, dirs []Entry) ([]Entry, []Entry) {
+	for i := range n.ents {
+		if k := n.kids[i]; k != nil {
+			dirs = append(dirs, n.ents[i])
+			files, dirs = k.flatten(files, dirs)
+		} else {
+			files = append(files, n.ents[i])
+		}
+	}
+	return files, dirs
+}
+
+// dir reads the directory rel ("" for the root) into n, and then its
 // subdirectories: in a goroutine of their own while sem has room, else in
 // this one. Only the root is opened through a link.
-func (w *walker) dir(rel string) error {
+func (w *walker) dir(rel string, n *dirNode) error {
 	flags := os.O_RDONLY | syscall.O_DIRECTORY
 	if rel != "" {
 		flags |= syscall.O_NOFOLLOW
@@ -58,18 +85,21 @@ func (w *walker) dir(rel string) error {
 	if err != nil {
 		return err
 	}
-	subdirs, err := w.read(f, rel)
+	err = w.read(f, rel, n)
 	f.Close()
 	if err != nil && rel == "" {
 		return err
 	}
-	for _, d := range subdirs {
+	for i, k := range n.kids {
+		if k == nil {
+			continue
+		}
 		select {
 		case w.sem <- struct{}{}:
 			w.wg.Add(1)
-			go w.dirAsync(d)
+			go w.dirAsync(n.ents[i].Rel, k)
 		default:
-			_ = w.dir(d) // gone meanwhile, or unreadable: not recorded
+			_ = w.dir(n.ents[i].Rel, k) // gone meanwhile, or unreadable: not recorded
 		}
 	}
 	return nil
@@ -79,23 +109,26 @@ func (w *walker) dir(rel string) error {
 //
 // dirAsync runs in its own goroutine; it ends when the directory and
 // those below it that it took are read. scan waits for it.
-func (w *walker) dirAsync(rel string) {
+func (w *walker) dirAsync(rel string, n *dirNode) {
 	defer w.wg.Done()
 	defer func() { <-w.sem }()
-	_ = w.dir(rel)
+	_ = w.dir(rel, n)
 }
 
-// read stats the entries of directory f, rel, records them, and returns
-// its subdirectories not excluded.
-func (w *walker) read(f *os.File, rel string) ([]string, error) {
-	names, err := f.Readdirnames(-1)
+// read stats the entries of directory f, rel, into n, in order, with a
+// node for each subdirectory not excluded.
+func (w *walker) read(f *os.File, rel string, n *dirNode) error {
+	des, err := f.ReadDir(-1) // the types come with the names: no stat yet
 	if err != nil {
-		return nil, err
+		return err
 	}
+	slices.SortFunc(des, func(a, b fs.DirEntry) int { return cmpKey(a.Name(), a.IsDir(), b.Name(), b.IsDir()) })
 	fd := int(f.Fd())
-	var files, dirs []Entry
-	var subdirs []string
-	for _, name := range names {
+	n.ents = make([]Entry, 0, len(des))
+	n.kids = make([]*dirNode, 0, len(des))
+	var nf, nd int64
+	for _, de := range des {
+		name := de.Name()
 		var st unix.Stat_t
 		if err := unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 			continue
@@ -105,28 +138,63 @@ func (w *walker) read(f *os.File, rel string) ([]string, error) {
 			r = rel + "/" + name
 		}
 		typ := st.Mode & unix.S_IFMT
-		if excluded(r, typ == unix.S_IFDIR, w.extra) {
-			continue
+		if typ == unix.S_IFDIR != de.IsDir() || excluded(r, typ == unix.S_IFDIR, w.extra) {
+			continue // replaced since it was listed, out of its place in the order
 		}
 		e := Entry{Rel: r, Mode: st.Mode & 0o7777, MTime: st.Mtim.Nano(), UID: st.Uid, GID: st.Gid}
+		var kid *dirNode
 		switch typ {
 		case unix.S_IFDIR:
-			dirs = append(dirs, e)
-			subdirs = append(subdirs, r)
+			kid = &dirNode{}
+			nd++
 		case unix.S_IFREG:
 			e.Size = st.Size
-			files = append(files, e)
+			nf++
 		case unix.S_IFLNK:
-			if e.Link, err = readlinkat(fd, name); err == nil {
-				files = append(files, e)
+			if e.Link, err = readlinkat(fd, name); err != nil {
+				continue
 			}
+			nf++
+		default:
+			continue
 		}
+		n.ents = append(n.ents, e)
+		n.kids = append(n.kids, kid)
 	}
-	w.mu.Lock()
-	w.files = append(w.files, files...)
-	w.dirs = append(w.dirs, dirs...)
-	w.mu.Unlock()
-	return subdirs, nil
+	w.files.Add(nf)
+	w.dirs.Add(nd)
+	return nil
+}
+
+// cmpKey orders two names of one directory as the paths below them sort:
+// a directory's name as if it ended in "/".
+func cmpKey(a string, aDir bool, b string, bDir bool) int {
+	n := min(len(a), len(b))
+	if c := strings.Compare(a[:n], b[:n]); c != 0 {
+		return c
+	}
+	return cmpInt(next(a, n, aDir), next(b, n, bDir))
+}
+
+// next is the byte of name at i, "/" past a directory's name, else -1.
+func next(name string, i int, dir bool) int {
+	switch {
+	case i < len(name):
+		return int(name[i])
+	case dir:
+		return '/'
+	}
+	return -1
+}
+
+func cmpInt(a, b int) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
 }
 
 func readlinkat(fd int, name string) (string, error) {
