@@ -16,6 +16,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 )
@@ -52,9 +53,6 @@ func (s *Store) Create(ctx context.Context, root, name string, exclude []string)
 	s.reuseHashes(m)
 	cp := &copier{s: s, copied: map[string]loc{}}
 	err = s.store(ctx, root, m.Files, cp)
-	if err == nil {
-		err = cp.finish()
-	}
 	if err == nil {
 		m.Files = dropGone(m.Files)
 		m.Bytes = cp.bytes()
@@ -140,78 +138,91 @@ func (s *Store) reuseHashes(m *Manifest) {
 }
 
 // hashAll hashes the regular files that have no hash yet, a few at once,
-// and, with cp, copies them into the store as it reads them.
+// and, with cp, copies them into the store as it reads them. The workers
+// take the next file from a shared counter, not a channel: 10,000 small
+// files are 10,000 hand-offs otherwise.
 func (s *Store) hashAll(ctx context.Context, root string, files []Entry, cp *copier) error {
-	work := make(chan int)
-	errc := make(chan error, 1)
+	h := &hashing{root: root, files: files, cp: cp}
+	errs := make([]error, hashWorkers())
 	var wg sync.WaitGroup
-	for range hashWorkers() {
+	for i := range errs {
 		wg.Add(1)
-		go hashFiles(&wg, work, errc, root, files, cp)
+		go h.work(ctx, &wg, &errs[i])
 	}
-	var err error
-feed:
-	for i := range files {
-		if files[i].SHA256 != "" || files[i].Link != "" {
-			continue
-		}
-		select {
-		case work <- i:
-		case err = <-errc:
-			break feed
-		case <-ctx.Done():
-			err = ctx.Err()
-			break feed
-		}
-	}
-	close(work)
 	wg.Wait()
-	if err == nil {
-		select {
-		case err = <-errc:
-		default:
+	for _, err := range errs {
+		if err != nil {
+			return err
 		}
 	}
-	return err
+	return nil
 }
 
-// hashFiles hashes files[i] for each i from work; the first error goes to
-// errc if it has room.
+// hashing is one hashAll's shared state.
+type hashing struct {
+	root  string
+	files []Entry // each worker writes only the entries it took
+	cp    *copier
+	next  atomic.Int64 // the next index to take; len(files) or more once stopped
+}
+
+// work hashes files until none is left, the context ends or a file
+// fails; then it stops the others, and puts its error in *errp.
 //
-// hashFiles runs in its own goroutine; it ends when work is closed.
-func hashFiles(wg *sync.WaitGroup, work <-chan int, errc chan<- error, root string, files []Entry, cp *copier) {
+// work runs in its own goroutine; it ends when no file is left to take.
+// hashAll waits for it.
+func (h *hashing) work(ctx context.Context, wg *sync.WaitGroup, errp *error) {
 	defer wg.Done()
-	h := sha256.New()
+	hs := sha256.New()
 	var buf []byte
 	var slot *packWriter
-	if cp != nil {
+	if h.cp != nil {
 		buf = make([]byte, smallMax+1)
 	} else {
 		buf = make([]byte, 256<<10)
 	}
-	for i := range work {
-		p := filepath.Join(root, filepath.FromSlash(files[i].Rel))
-		var sum string
-		var n int64
-		var err error
-		if cp != nil {
-			sum, n, err = cp.put(p, h, buf, &slot)
-		} else {
-			sum, n, err = hashFile(p, h, buf)
+	for {
+		i := int(h.next.Add(1) - 1)
+		if i >= len(h.files) {
+			return
 		}
-		if errors.Is(err, fs.ErrNotExist) {
-			files[i].Rel = "" // gone since the scan: not recorded
+		f := &h.files[i]
+		if f.SHA256 != "" || f.Link != "" {
 			continue
+		}
+		err := ctx.Err()
+		if err == nil {
+			err = h.one(f, hs, buf, &slot)
 		}
 		if err != nil {
-			select {
-			case errc <- err:
-			default:
-			}
-			continue
+			*errp = err
+			h.next.Store(int64(len(h.files))) // the others stop at their next file
+			return
 		}
-		files[i].SHA256, files[i].Size = sum, n
 	}
+}
+
+// one hashes (and copies) the file of f and records its hash and size;
+// a file gone since the scan is marked so, with an empty Rel.
+func (h *hashing) one(f *Entry, hs hash.Hash, buf []byte, slot **packWriter) error {
+	p := filepath.Join(h.root, filepath.FromSlash(f.Rel))
+	var sum string
+	var n int64
+	var err error
+	if h.cp != nil {
+		sum, n, err = h.cp.put(p, hs, buf, slot)
+	} else {
+		sum, n, err = hashFile(p, hs, buf)
+	}
+	if errors.Is(err, fs.ErrNotExist) {
+		f.Rel = "" // gone since the scan: not recorded
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	f.SHA256, f.Size = sum, n
+	return nil
 }
 
 // hashFile reads the regular file p, without following a link, into h
@@ -312,8 +323,10 @@ func (s *Store) copyAll(ctx context.Context, root string, files []Entry, fresh m
 	return nil
 }
 
-// commit writes m's manifest atomically, once cp's packs are durable, and
-// adds both to the index.
+// commit makes cp's packs durable, then m's manifest, and adds both to
+// the index. The manifest is encoded and written to a synced temporary
+// file while the packs sync, and renamed into manifests/ only once they
+// are on disk.
 func (s *Store) commit(m *Manifest, cp *copier) error {
 	s.mu.Lock()
 	for _, c := range s.cps {
@@ -321,14 +334,28 @@ func (s *Store) commit(m *Manifest, cp *copier) error {
 	}
 	m.Seq++
 	s.mu.Unlock()
+	finished := make(chan error, 1)
+	go finishPacks(cp, finished)
 	data, err := json.Marshal(m)
+	var tmp string
+	if err == nil {
+		tmp, err = s.writeTemp("manifest-", data, true)
+	}
+	if tmp != "" {
+		defer os.Remove(tmp) // a no-op once renamed
+	}
+	if ferr := <-finished; err == nil {
+		err = ferr
+	}
 	if err != nil {
 		return err
 	}
-	if err := s.writeAtomic(filepath.Join(s.manDir(), m.ID+".json"), "manifest-", data, true); err != nil {
+	final := filepath.Join(s.manDir(), m.ID+".json")
+	if err := os.Rename(tmp, final); err != nil {
 		return err
 	}
 	if err := syncPath(s.manDir()); err != nil {
+		_ = os.Remove(final) // before its packs are: nothing half-made
 		return err
 	}
 	s.mu.Lock()
@@ -356,3 +383,9 @@ func (s *Store) commit(m *Manifest, cp *copier) error {
 	}
 	return nil
 }
+
+// finishPacks sends cp.finish's result to done.
+//
+// finishPacks runs in its own goroutine; it ends when the packs are
+// durable or failed. commit waits for it.
+func finishPacks(cp *copier, done chan<- error) { done <- cp.finish() }

@@ -246,11 +246,24 @@ func (s *Store) writeIdx(name string, ents []idxEnt) (int64, error) {
 
 // writeAtomic writes data to p through a temporary file, synced if sync.
 func (s *Store) writeAtomic(p, prefix string, data []byte, sync bool) error {
-	tmp, err := os.CreateTemp(s.tmpDir(), prefix)
+	tmp, err := s.writeTemp(prefix, data, sync)
 	if err != nil {
 		return err
 	}
-	defer os.Remove(tmp.Name()) // a no-op once renamed
+	if err := os.Rename(tmp, p); err != nil {
+		_ = os.Remove(tmp)
+		return err
+	}
+	return nil
+}
+
+// writeTemp writes data to a new file in tmp/, synced if sync, and
+// returns its path; on an error it leaves nothing.
+func (s *Store) writeTemp(prefix string, data []byte, sync bool) (string, error) {
+	tmp, err := os.CreateTemp(s.tmpDir(), prefix)
+	if err != nil {
+		return "", err
+	}
 	_, err = tmp.Write(data)
 	if err == nil && sync {
 		err = tmp.Sync()
@@ -259,9 +272,10 @@ func (s *Store) writeAtomic(p, prefix string, data []byte, sync bool) error {
 		err = cerr
 	}
 	if err != nil {
-		return err
+		_ = os.Remove(tmp.Name())
+		return "", err
 	}
-	return os.Rename(tmp.Name(), p)
+	return tmp.Name(), nil
 }
 
 // readIdx reads the index of pack name; ok is false if it is missing,
