@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -273,4 +274,65 @@ func TestScanOrder(t *testing.T) {
 	}
 	assert.Equal(t, []string{"!", "a-", "a.b", "a/b-/f", "a/b.c/d", "a/b/e", "a/c", "a0", "ab/x", "z/y/x/w", "~"}, got)
 	assert.Equal(t, []string{"a", "a/b", "a/b-", "a/b.c", "ab", "z", "z/y", "z/y/x"}, gotDirs)
+}
+
+// TestPackBudgetHashFirst: when the files to read could pass the budget
+// if all were new, they are hashed first and only the new content is
+// copied: 100 files of one content fit a budget a tenth of their sum.
+func TestPackBudgetHashFirst(t *testing.T) {
+	ctx := context.Background()
+	root, state := t.TempDir(), t.TempDir()
+	same := bytes.Repeat([]byte("x"), 1000)
+	for i := range 100 {
+		require.NoError(t, os.WriteFile(filepath.Join(root, fmt.Sprintf("f%03d", i)), same, 0o644))
+	}
+	s := openStore(t, state, 10_000)
+	m, err := s.Create(ctx, root, "", nil)
+	require.NoError(t, err)
+	assert.Equal(t, int64(1000), m.Bytes)
+	assert.Equal(t, int64(1000), s.Stored())
+	require.NoError(t, os.RemoveAll(root))
+	_, err = s.Restore(ctx, m, true)
+	require.NoError(t, err)
+	data, err := os.ReadFile(filepath.Join(root, "f042"))
+	require.NoError(t, err)
+	assert.Equal(t, same, data)
+}
+
+// TestPackCompactionCrash: a crash after a compaction made its new pack
+// durable but before the old one was removed leaves both; Open keeps one
+// copy of each content, frees the other pack, and the checkpoint still
+// restores.
+func TestPackCompactionCrash(t *testing.T) {
+	ctx := context.Background()
+	root, state := t.TempDir(), t.TempDir()
+	makeTree(t, root, 300)
+	s := openStore(t, state, 0)
+	first, err := s.Create(ctx, root, "", nil)
+	require.NoError(t, err)
+	for i := range 280 {
+		p := filepath.Join(root, fmt.Sprintf("d%03d/f%05d.txt", i/100, i))
+		require.NoError(t, os.WriteFile(p, fmt.Appendf(nil, "changed %d\n", i), 0o644))
+	}
+	second, err := s.Create(ctx, root, "", nil)
+	require.NoError(t, err)
+	want := sums(t, root)
+	packs := filepath.Join(state, "checkpoints/packs")
+	saved := t.TempDir()
+	require.NoError(t, exec.Command("cp", "-a", packs+"/.", saved).Run())
+	_, err = s.Delete(first.ID)
+	require.NoError(t, err)
+	stored := s.Stored()
+	after, _ := packFiles(t, state)
+	require.NoError(t, exec.Command("cp", "-an", saved+"/.", packs).Run()) // the old packs, back as a crash leaves them
+
+	s = openStore(t, state, 0)
+	assert.Equal(t, stored, s.Stored())
+	names, size := packFiles(t, state)
+	assert.Len(t, names, len(after), "one copy of the compacted content is freed")
+	assert.Equal(t, size, s.DiskBytes())
+	require.NoError(t, os.RemoveAll(root))
+	_, err = s.Restore(ctx, second, true)
+	require.NoError(t, err)
+	assert.Equal(t, want, sums(t, root))
 }
