@@ -86,13 +86,26 @@ func (s *Store) Changes(ctx context.Context, m *Manifest, withDiff bool) (*Chang
 	}
 	sort.Strings(ch.Modified)
 	if withDiff {
-		s.diff(m, ch)
+		if err := s.diff(m, ch); err != nil {
+			return nil, err
+		}
 	}
 	return ch, nil
 }
 
-// diff fills ch.Diff with the files' diffs, in path order.
-func (s *Store) diff(m *Manifest, ch *Changes) {
+// diff fills ch.Diff with the files' diffs, in path order. If content
+// of m the diff needs is missing from the store, it returns an error
+// wrapping ErrDamaged rather than diff the file as if it were new.
+func (s *Store) diff(m *Manifest, ch *Changes) error {
+	if gone := s.missing(m); len(gone) > 0 {
+		for _, rel := range gone {
+			_, mod := slices.BinarySearch(ch.Modified, rel)
+			_, del := slices.BinarySearch(ch.Deleted, rel)
+			if mod || del {
+				return fmt.Errorf("%w: checkpoint %s: the content of %s", ErrDamaged, m.ID, rel)
+			}
+		}
+	}
 	old := make(map[string]*Entry, len(m.Files))
 	for i := range m.Files {
 		old[m.Files[i].Rel] = &m.Files[i]
@@ -106,7 +119,7 @@ func (s *Store) diff(m *Manifest, ch *Changes) {
 		if o := old[rel]; o != nil && o.Link == "" {
 			before, okA = s.readObjectCapped(o.SHA256)
 		}
-		if !slices.Contains(ch.Deleted, rel) {
+		if _, deleted := slices.BinarySearch(ch.Deleted, rel); !deleted {
 			after, okB = s.readCapped(filepath.Join(m.Path, filepath.FromSlash(rel)))
 		}
 		if !okA && !okB {
@@ -120,6 +133,7 @@ func (s *Store) diff(m *Manifest, ch *Changes) {
 		b.WriteString(part)
 	}
 	ch.Diff = b.String()
+	return nil
 }
 
 // readCapped reads the regular file p, without following a link, if it
