@@ -5,7 +5,6 @@ import (
 	"io/fs"
 	"path"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -74,17 +73,6 @@ func excluded(rel string, isDir bool, extra []string) bool {
 		}
 	}
 	return false
-}
-
-func entryOf(rel string, fi fs.FileInfo) Entry {
-	e := Entry{Rel: rel, Mode: modeBits(fi.Mode()), MTime: fi.ModTime().UnixNano()}
-	if fi.Mode().IsRegular() {
-		e.Size = fi.Size()
-	}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		e.UID, e.GID = st.Uid, st.Gid
-	}
-	return e
 }
 
 // modeBits returns m's permission bits with setuid, setgid and sticky, as

@@ -61,7 +61,6 @@ type packInfo struct {
 	size int64 // the pack file's bytes
 	idx  int64 // its index's
 	live int64 // bytes of the records (header and content) a checkpoint uses
-	ents []idxEnt
 }
 
 type idxEnt struct {
