@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sort"
 	"strings"
 	"syscall"
 
@@ -38,61 +39,77 @@ type Changes struct {
 }
 
 // Changes compares m with its directory as it is now: sizes and mtimes
-// first, hashing only the files whose differ.
+// first, hashing only the files whose differ. Both lists are sorted by
+// path, so they are walked side by side, with no map of either.
 func (s *Store) Changes(ctx context.Context, m *Manifest, withDiff bool) (*Changes, error) {
 	cur, _, err := scan(m.Path, m.Exclude)
 	if err != nil {
 		return nil, err
 	}
-	old := make(map[string]*Entry, len(m.Files))
-	for i := range m.Files {
-		old[m.Files[i].Rel] = &m.Files[i]
-	}
-	// Files whose size or mtime differ are hashed, all at once.
-	var check []Entry
-	for _, c := range cur {
-		if o := old[c.Rel]; o != nil && c.Link == "" && o.Link == "" && (c.Size != o.Size || c.MTime != o.MTime) {
-			check = append(check, c)
-		}
-	}
-	if err := s.hashAll(ctx, m.Path, check, nil); err != nil {
-		return nil, err
-	}
-	hashed := make(map[string]string, len(check))
-	for _, c := range check {
-		hashed[c.Rel] = c.SHA256
+	old := m.Files
+	if !sort.SliceIsSorted(old, func(i, j int) bool { return old[i].Rel < old[j].Rel }) {
+		old = slices.Clone(old) // a manifest written by hand
+		sort.Slice(old, func(i, j int) bool { return old[i].Rel < old[j].Rel })
 	}
 	ch := &Changes{Added: []string{}, Modified: []string{}, Deleted: []string{}, ModeChanged: []string{}}
-	seen := make(map[string]bool, len(cur))
-	for _, c := range cur {
-		seen[c.Rel] = true
-		o := old[c.Rel]
+	var check, was []Entry // files whose size or mtime differ, now and then
+	for i, j := 0, 0; i < len(cur) || j < len(old); {
 		switch {
-		case o == nil:
-			ch.Added = append(ch.Added, c.Rel)
+		case j == len(old) || (i < len(cur) && cur[i].Rel < old[j].Rel):
+			ch.Added = append(ch.Added, cur[i].Rel)
+			i++
 			continue
-		case (c.Link != "") != (o.Link != "") || c.Link != o.Link:
+		case i == len(cur) || cur[i].Rel > old[j].Rel:
+			ch.Deleted = append(ch.Deleted, old[j].Rel)
+			j++
+			continue
+		}
+		c, o := cur[i], old[j]
+		i, j = i+1, j+1
+		switch {
+		case c.Link != o.Link:
 			ch.Modified = append(ch.Modified, c.Rel)
-		case c.Link == "" && (c.Size != o.Size || c.MTime != o.MTime) && hashed[c.Rel] != o.SHA256:
-			ch.Modified = append(ch.Modified, c.Rel)
+		case c.Link == "" && (c.Size != o.Size || c.MTime != o.MTime):
+			check, was = append(check, c), append(was, o)
 		}
 		if c.Link == "" && o.Link == "" && c.Mode != o.Mode {
 			ch.ModeChanged = append(ch.ModeChanged, c.Rel)
 		}
 	}
-	for _, o := range m.Files {
-		if !seen[o.Rel] {
-			ch.Deleted = append(ch.Deleted, o.Rel)
+	if err := s.hashAll(ctx, m.Path, check, nil); err != nil {
+		return nil, err
+	}
+	for k, c := range check {
+		if c.Rel == "" || c.SHA256 != was[k].SHA256 { // gone since the scan, or changed
+			ch.Modified = append(ch.Modified, was[k].Rel)
 		}
 	}
+	sort.Strings(ch.Modified)
 	if withDiff {
-		s.diff(m, old, ch)
+		if err := s.diff(m, ch); err != nil {
+			return nil, err
+		}
 	}
 	return ch, nil
 }
 
-// diff fills ch.Diff with the files' diffs, in path order.
-func (s *Store) diff(m *Manifest, old map[string]*Entry, ch *Changes) {
+// diff fills ch.Diff with the files' diffs, in path order. If content
+// of m the diff needs is missing from the store, it returns an error
+// wrapping ErrDamaged rather than diff the file as if it were new.
+func (s *Store) diff(m *Manifest, ch *Changes) error {
+	if gone := s.missing(m); len(gone) > 0 {
+		for _, rel := range gone {
+			_, mod := slices.BinarySearch(ch.Modified, rel)
+			_, del := slices.BinarySearch(ch.Deleted, rel)
+			if mod || del {
+				return fmt.Errorf("%w: checkpoint %s: the content of %s", ErrDamaged, m.ID, rel)
+			}
+		}
+	}
+	old := make(map[string]*Entry, len(m.Files))
+	for i := range m.Files {
+		old[m.Files[i].Rel] = &m.Files[i]
+	}
 	paths := slices.Concat(ch.Added, ch.Modified, ch.Deleted)
 	slices.Sort(paths)
 	var b strings.Builder
@@ -100,9 +117,9 @@ func (s *Store) diff(m *Manifest, old map[string]*Entry, ch *Changes) {
 		var before, after []byte
 		var okA, okB bool
 		if o := old[rel]; o != nil && o.Link == "" {
-			before, okA = s.readCapped(s.objPath(o.SHA256))
+			before, okA = s.readObjectCapped(o.SHA256)
 		}
-		if !slices.Contains(ch.Deleted, rel) {
+		if _, deleted := slices.BinarySearch(ch.Deleted, rel); !deleted {
 			after, okB = s.readCapped(filepath.Join(m.Path, filepath.FromSlash(rel)))
 		}
 		if !okA && !okB {
@@ -116,6 +133,7 @@ func (s *Store) diff(m *Manifest, old map[string]*Entry, ch *Changes) {
 		b.WriteString(part)
 	}
 	ch.Diff = b.String()
+	return nil
 }
 
 // readCapped reads the regular file p, without following a link, if it
@@ -137,6 +155,17 @@ func (s *Store) readCapped(p string) ([]byte, bool) {
 		return nil, false
 	}
 	return data, true
+}
+
+// readObjectCapped is readCapped of the stored content sum.
+func (s *Store) readObjectCapped(sum string) ([]byte, bool) {
+	r, err := s.openObject(sum)
+	if err != nil {
+		return nil, false
+	}
+	defer r.Close()
+	data, err := io.ReadAll(io.LimitReader(r, MaxDiff+1))
+	return data, err == nil
 }
 
 // filePatch returns one file's part of the diff; fits is false if the

@@ -16,6 +16,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 )
@@ -50,16 +51,15 @@ func (s *Store) Create(ctx context.Context, root, name string, exclude []string)
 	m := &Manifest{ID: newID(), Path: root, Name: name, Exclude: exclude, CreatedAt: now(),
 		Files: files, Dirs: dirs, RootMode: modeBits(fi.Mode())}
 	s.reuseHashes(m)
-	copied, err := s.store(ctx, root, m.Files)
+	cp := &copier{s: s, copied: map[string]loc{}}
+	err = s.store(ctx, root, m.Files, cp)
 	if err == nil {
 		m.Files = dropGone(m.Files)
-		m.Bytes = sumSizes(copied)
-		err = s.commit(m, copied)
+		m.Bytes = cp.bytes()
+		err = s.commit(m, cp)
 	}
 	if err != nil {
-		for sum := range copied {
-			_ = os.Remove(s.objPath(sum))
-		}
+		cp.abort()
 		return nil, err
 	}
 	return m, nil
@@ -68,36 +68,31 @@ func (s *Store) Create(ctx context.Context, root, name string, exclude []string)
 func newHash() hash.Hash { return sha256.New() }
 
 // store hashes the files that have no hash yet and copies the content
-// the store lacks, and returns the objects it made. If the files to read
-// may all be new without passing the budget, each is hashed and copied in
-// one read, and the copies of content already held dropped; else they are
-// hashed first, and copied only if what is new fits: either way the
-// budget is checked before anything is copied.
-func (s *Store) store(ctx context.Context, root string, files []Entry) (map[string]int64, error) {
+// the store lacks into cp's packs. If the files to read may all be new
+// without passing the budget, each is hashed and copied in one read, and
+// the copies of content already held dropped; else they are hashed
+// first, and copied only if what is new fits: either way the budget is
+// checked before anything is copied.
+func (s *Store) store(ctx context.Context, root string, files []Entry, cp *copier) error {
 	var unread int64
 	for _, f := range files {
 		if f.SHA256 == "" && f.Link == "" {
 			unread += f.Size
 		}
 	}
-	copied := map[string]int64{}
 	if s.Stored()+unread <= s.budget {
-		err := s.hashAll(ctx, root, files, &copier{s: s, copied: copied})
-		if err == nil {
-			err = syncDir(s.objDir())
-		}
-		return copied, err
+		return s.hashAll(ctx, root, files, cp)
 	}
 	if err := s.hashAll(ctx, root, files, nil); err != nil {
-		return copied, err
+		return err
 	}
 	files = dropGone(files)
 	fresh, need := s.newContent(files)
 	if s.Stored()+need > s.budget {
-		return copied, fmt.Errorf("%w: the checkpoint needs %d bytes of new content, and the store holds %d of its checkpoint budget %s (-checkpoint-budget)",
+		return fmt.Errorf("%w: the checkpoint needs %d bytes of new content, and the store holds %d of its checkpoint budget %s (-checkpoint-budget)",
 			ErrBudget, need, s.Stored(), s.budgetText)
 	}
-	return s.copyAll(ctx, root, files, fresh)
+	return s.copyAll(ctx, root, files, fresh, cp)
 }
 
 // dropGone removes the files found gone when they were read.
@@ -112,161 +107,176 @@ func newID() string {
 }
 
 // reuseHashes takes the hashes of the path's last checkpoint for the
-// files whose size and mtime have not changed.
+// files whose size and mtime have not changed, and whose content the
+// store holds (a damaged pack's is read and stored again). Both lists
+// are sorted by path, and walked side by side.
 func (s *Store) reuseHashes(m *Manifest) {
 	head, err := s.Get("HEAD", m.Path)
 	if err != nil {
 		return
 	}
-	prev := make(map[string]*Entry, len(head.Files))
-	for i := range head.Files {
-		prev[head.Files[i].Rel] = &head.Files[i]
-	}
-	for i := range m.Files {
-		f := &m.Files[i]
-		if p := prev[f.Rel]; p != nil && f.Link == "" && p.SHA256 != "" && p.Size == f.Size && p.MTime == f.MTime {
-			f.SHA256 = p.SHA256
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	prev := head.Files
+	for i, j := 0, 0; i < len(m.Files) && j < len(prev); {
+		f, p := &m.Files[i], &prev[j]
+		switch {
+		case f.Rel < p.Rel:
+			i++
+			continue
+		case f.Rel > p.Rel:
+			j++
+			continue
+		}
+		i, j = i+1, j+1
+		if f.Link == "" && p.SHA256 != "" && p.Size == f.Size && p.MTime == f.MTime {
+			if _, held := s.locs[p.SHA256]; held {
+				f.SHA256 = p.SHA256
+			}
 		}
 	}
 }
 
 // hashAll hashes the regular files that have no hash yet, a few at once,
-// and, with cp, copies them into the store as it reads them.
+// and, with cp, copies them into the store as it reads them. The workers
+// take the next file from a shared counter, not a channel: 10,000 small
+// files are 10,000 hand-offs otherwise.
 func (s *Store) hashAll(ctx context.Context, root string, files []Entry, cp *copier) error {
-	work := make(chan int)
-	errc := make(chan error, 1)
+	h := &hashing{root: root, files: files, cp: cp}
+	errs := make([]error, hashWorkers())
 	var wg sync.WaitGroup
-	for range hashWorkers() {
+	for i := range errs {
 		wg.Add(1)
-		go hashFiles(&wg, work, errc, root, files, cp)
+		go h.work(ctx, &wg, &errs[i])
 	}
-	var err error
-feed:
-	for i := range files {
-		if files[i].SHA256 != "" || files[i].Link != "" {
-			continue
-		}
-		select {
-		case work <- i:
-		case err = <-errc:
-			break feed
-		case <-ctx.Done():
-			err = ctx.Err()
-			break feed
-		}
-	}
-	close(work)
 	wg.Wait()
-	if err == nil {
-		select {
-		case err = <-errc:
-		default:
+	for _, err := range errs {
+		if err != nil {
+			return err
 		}
 	}
-	return err
+	return nil
 }
 
-// hashFiles hashes files[i] for each i from work; the first error goes to
-// errc if it has room.
+// hashing is one hashAll's shared state.
+type hashing struct {
+	root  string
+	files []Entry // each worker writes only the entries it took
+	cp    *copier
+	next  atomic.Int64 // the next index to take; len(files) or more once stopped
+}
+
+// work hashes files until none is left, the context ends or a file
+// fails; then it stops the others, and puts its error in *errp.
 //
-// hashFiles runs in its own goroutine; it ends when work is closed.
-func hashFiles(wg *sync.WaitGroup, work <-chan int, errc chan<- error, root string, files []Entry, cp *copier) {
+// work runs in its own goroutine; it ends when no file is left to take.
+// hashAll waits for it.
+func (h *hashing) work(ctx context.Context, wg *sync.WaitGroup, errp *error) {
 	defer wg.Done()
-	h := sha256.New()
-	buf := make([]byte, 256<<10)
-	for i := range work {
-		p := filepath.Join(root, filepath.FromSlash(files[i].Rel))
-		var sum string
-		var n int64
-		var err error
-		if cp != nil {
-			sum, n, err = cp.put(p, h, buf)
-		} else {
-			sum, n, err = hashFile(p, h, buf, nil)
+	hs := sha256.New()
+	var buf []byte
+	var slot *packWriter
+	if h.cp != nil {
+		buf = make([]byte, smallMax+1)
+	} else {
+		buf = make([]byte, 256<<10)
+	}
+	for {
+		i := int(h.next.Add(1) - 1)
+		if i >= len(h.files) {
+			return
 		}
-		if errors.Is(err, fs.ErrNotExist) {
-			files[i].Rel = "" // gone since the scan: not recorded
+		f := &h.files[i]
+		if f.SHA256 != "" || f.Link != "" {
 			continue
+		}
+		err := ctx.Err()
+		if err == nil {
+			err = h.one(f, hs, buf, &slot)
 		}
 		if err != nil {
-			select {
-			case errc <- err:
-			default:
-			}
-			continue
+			*errp = err
+			h.next.Store(int64(len(h.files))) // the others stop at their next file
+			return
 		}
-		files[i].SHA256, files[i].Size = sum, n
 	}
+}
+
+// one hashes (and copies) the file of f and records its hash and size;
+// a file gone since the scan is marked so, with an empty Rel.
+func (h *hashing) one(f *Entry, hs hash.Hash, buf []byte, slot **packWriter) error {
+	p := filepath.Join(h.root, filepath.FromSlash(f.Rel))
+	var sum string
+	var n int64
+	var err error
+	if h.cp != nil {
+		sum, n, err = h.cp.put(p, hs, buf, slot)
+	} else {
+		sum, n, err = hashFile(p, hs, buf)
+	}
+	if errors.Is(err, fs.ErrNotExist) {
+		f.Rel = "" // gone since the scan: not recorded
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	f.SHA256, f.Size = sum, n
+	return nil
 }
 
 // hashFile reads the regular file p, without following a link, into h
-// and, if w is not nil, w; it returns the sha256 in hex and the bytes
-// read.
-func hashFile(p string, h hash.Hash, buf []byte, w io.Writer) (string, int64, error) {
-	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
+// and returns the sha256 in hex and the bytes read.
+func hashFile(p string, h hash.Hash, buf []byte) (string, int64, error) {
+	f, _, err := openRegular(p)
 	if err != nil {
-		return "", 0, &fs.PathError{Op: "open", Path: p, Err: err}
+		return "", 0, err
 	}
-	f := os.NewFile(uintptr(fd), p)
 	defer f.Close()
-	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
-		return "", 0, &fs.PathError{Op: "open", Path: p, Err: errors.New("not a regular file any more")}
-	}
 	h.Reset()
-	dst := io.Writer(h)
-	if w != nil {
-		dst = io.MultiWriter(h, w)
-	}
-	n, err := io.CopyBuffer(dst, struct{ io.Reader }{f}, buf)
+	n, err := io.CopyBuffer(h, f, buf)
 	if err != nil {
 		return "", 0, err
 	}
 	return hex.EncodeToString(h.Sum(nil)), n, nil
 }
 
-// copier copies files into the store as they are hashed, keeping one
-// object per content.
-type copier struct {
-	s *Store
-	// mu guards copied, and makes the check that an object is new and
-	// its making one step.
-	mu     sync.Mutex
-	copied map[string]int64 // the objects made, by hash
+// rawFile is a file read through its descriptor alone: an *os.File of a
+// descriptor opened non-blocking would try to register it with the
+// poller, two system calls more per file, and a checkpoint reads 10,000.
+type rawFile int
+
+// openRegular opens the regular file p for reading, without following a
+// link or blocking on a FIFO put in its place, and returns its size.
+func openRegular(p string) (rawFile, int64, error) {
+	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
+	if err != nil {
+		return -1, 0, &fs.PathError{Op: "open", Path: p, Err: err}
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		unix.Close(fd)
+		return -1, 0, &fs.PathError{Op: "open", Path: p, Err: errors.New("not a regular file any more")}
+	}
+	return rawFile(fd), st.Size, nil
 }
 
-// put copies the file p to a temporary file while hashing it, then makes
-// it the object of its hash unless the store, or another put, has one.
-func (c *copier) put(p string, h hash.Hash, buf []byte) (string, int64, error) {
-	tmp, err := os.CreateTemp(c.s.tmpDir(), "obj-")
-	if err != nil {
-		return "", 0, err
+func (f rawFile) Read(b []byte) (int, error) {
+	for {
+		n, err := unix.Read(int(f), b)
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err != nil:
+			return 0, err
+		case n == 0 && len(b) > 0:
+			return 0, io.EOF
+		}
+		return n, nil
 	}
-	defer os.Remove(tmp.Name()) // a no-op once renamed
-	sum, n, err := hashFile(p, h, buf, tmp)
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return "", 0, err
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if _, ok := c.copied[sum]; ok || c.s.holds(sum) {
-		return sum, n, nil
-	}
-	if err := c.s.putObject(tmp.Name(), sum); err != nil {
-		return "", 0, err
-	}
-	c.copied[sum] = n
-	return sum, n, nil
 }
 
-// holds reports whether the store has the object sum.
-func (s *Store) holds(sum string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.refs[sum] > 0
-}
+func (f rawFile) Close() error { return unix.Close(int(f)) }
 
 // newContent returns the first file of each content the store does not
 // hold, by hash, and their total size.
@@ -276,7 +286,7 @@ func (s *Store) newContent(files []Entry) (map[string]int, int64) {
 	fresh := map[string]int{}
 	var need int64
 	for i, f := range files {
-		if f.SHA256 == "" || s.refs[f.SHA256] > 0 {
+		if _, held := s.locs[f.SHA256]; f.SHA256 == "" || held {
 			continue
 		}
 		if _, ok := fresh[f.SHA256]; !ok {
@@ -287,22 +297,21 @@ func (s *Store) newContent(files []Entry) (map[string]int, int64) {
 	return fresh, need
 }
 
-// copyAll copies each new content into the store, and returns the sizes
-// of the objects it made by hash. A file that changed since it was
-// hashed is stored as it is now, and its entries take the new hash.
-func (s *Store) copyAll(ctx context.Context, root string, files []Entry, fresh map[string]int) (map[string]int64, error) {
-	copied := map[string]int64{}
+// copyAll copies each new content into cp's packs. A file that changed
+// since it was hashed is stored as it is now, and its entries take the
+// new hash.
+func (s *Store) copyAll(ctx context.Context, root string, files []Entry, fresh map[string]int, cp *copier) error {
 	h := sha256.New()
-	buf := make([]byte, 256<<10)
+	buf := make([]byte, smallMax+1)
+	var slot *packWriter
 	for sum, i := range fresh {
 		if err := ctx.Err(); err != nil {
-			return copied, err
+			return err
 		}
-		got, n, err := s.copyOne(filepath.Join(root, filepath.FromSlash(files[i].Rel)), h, buf)
+		got, n, err := cp.put(filepath.Join(root, filepath.FromSlash(files[i].Rel)), h, buf, &slot)
 		if err != nil {
-			return copied, err
+			return err
 		}
-		copied[got] = n
 		if got != sum {
 			for j := range files {
 				if files[j].SHA256 == sum {
@@ -311,76 +320,42 @@ func (s *Store) copyAll(ctx context.Context, root string, files []Entry, fresh m
 			}
 		}
 	}
-	if err := syncDir(s.objDir()); err != nil {
-		return copied, err
-	}
-	return copied, nil
+	return nil
 }
 
-// copyOne copies the file p into a new object, named by its hash.
-func (s *Store) copyOne(p string, h hash.Hash, buf []byte) (string, int64, error) {
-	tmp, err := os.CreateTemp(s.tmpDir(), "obj-")
-	if err != nil {
-		return "", 0, err
-	}
-	defer os.Remove(tmp.Name()) // a no-op once renamed
-	sum, n, err := hashFile(p, h, buf, tmp)
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return "", 0, err
-	}
-	return sum, n, s.putObject(tmp.Name(), sum)
-}
-
-// syncDir flushes the file system that holds dir: one syncfs for every
-// object, rather than an fsync each.
-func syncDir(dir string) error {
-	f, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	return unix.Syncfs(int(f.Fd()))
-}
-
-func sumSizes(m map[string]int64) int64 {
-	var n int64
-	for _, v := range m {
-		n += v
-	}
-	return n
-}
-
-// commit writes m's manifest atomically and adds it to the index.
-func (s *Store) commit(m *Manifest, copied map[string]int64) error {
+// commit makes cp's packs durable, then m's manifest, and adds both to
+// the index. The manifest is encoded and written to a synced temporary
+// file while the packs sync, and renamed into manifests/ only once they
+// are on disk.
+func (s *Store) commit(m *Manifest, cp *copier) error {
 	s.mu.Lock()
 	for _, c := range s.cps {
 		m.Seq = max(m.Seq, c.Seq)
 	}
 	m.Seq++
 	s.mu.Unlock()
+	finished := make(chan error, 1)
+	go finishPacks(cp, finished)
 	data, err := json.Marshal(m)
+	var tmp string
+	if err == nil {
+		tmp, err = s.writeTemp("manifest-", data, true)
+	}
+	if tmp != "" {
+		defer os.Remove(tmp) // a no-op once renamed
+	}
+	if ferr := <-finished; err == nil {
+		err = ferr
+	}
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(s.tmpDir(), "manifest-")
-	if err != nil {
+	final := filepath.Join(s.manDir(), m.ID+".json")
+	if err := os.Rename(tmp, final); err != nil {
 		return err
 	}
-	defer os.Remove(tmp.Name())
-	_, err = tmp.Write(data)
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), filepath.Join(s.manDir(), m.ID+".json"))
-	}
-	if err != nil {
+	if err := syncPath(s.manDir()); err != nil {
+		_ = os.Remove(final) // before its packs are: nothing half-made
 		return err
 	}
 	s.mu.Lock()
@@ -391,11 +366,26 @@ func (s *Store) commit(m *Manifest, copied map[string]int64) error {
 			s.refs[f.SHA256]++
 		}
 	}
-	for sum, n := range copied {
-		if _, ok := s.sizes[sum]; !ok {
-			s.sizes[sum] = n
-			s.stored += n
+	for name, p := range cp.packs {
+		s.packs[name] = p
+	}
+	for sum, l := range cp.copied {
+		if _, ok := s.locs[sum]; !ok && s.refs[sum] > 0 {
+			s.locs[sum] = l
+			s.stored += l.n
+			s.packs[l.pack].live += recHeader + l.n
+		}
+	}
+	for name, p := range cp.packs {
+		if p.live == 0 { // its content was all found gone: never named
+			s.removePack(name)
 		}
 	}
 	return nil
 }
+
+// finishPacks sends cp.finish's result to done.
+//
+// finishPacks runs in its own goroutine; it ends when the packs are
+// durable or failed. commit waits for it.
+func finishPacks(cp *copier, done chan<- error) { done <- cp.finish() }

@@ -3,12 +3,8 @@ package checkpoint
 import (
 	"github.com/sandbox-executor/sandbox-executor/search"
 	"io/fs"
-	"os"
 	"path"
-	"path/filepath"
-	"sort"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -77,60 +73,6 @@ func excluded(rel string, isDir bool, extra []string) bool {
 		}
 	}
 	return false
-}
-
-// scan walks root and returns its files and links, and its directories,
-// each sorted by Rel, leaving out the excluded. Files have no SHA256 yet.
-// Anything else (pipes, sockets, devices) is skipped.
-func scan(root string, extra []string) (files, dirs []Entry, err error) {
-	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if p == root {
-				return err
-			}
-			return nil // gone meanwhile, or unreadable: not recorded
-		}
-		if p == root {
-			return nil
-		}
-		rel := filepath.ToSlash(p[len(root)+1:])
-		if excluded(rel, d.IsDir(), extra) {
-			if d.IsDir() {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		fi, err := d.Info()
-		if err != nil {
-			return nil
-		}
-		e := entryOf(rel, fi)
-		switch {
-		case d.IsDir():
-			dirs = append(dirs, e)
-		case fi.Mode().IsRegular():
-			files = append(files, e)
-		case fi.Mode()&fs.ModeSymlink != 0:
-			if e.Link, err = os.Readlink(p); err == nil {
-				files = append(files, e)
-			}
-		}
-		return nil
-	})
-	sort.Slice(files, func(i, j int) bool { return files[i].Rel < files[j].Rel })
-	sort.Slice(dirs, func(i, j int) bool { return dirs[i].Rel < dirs[j].Rel })
-	return files, dirs, err
-}
-
-func entryOf(rel string, fi fs.FileInfo) Entry {
-	e := Entry{Rel: rel, Mode: modeBits(fi.Mode()), MTime: fi.ModTime().UnixNano()}
-	if fi.Mode().IsRegular() {
-		e.Size = fi.Size()
-	}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		e.UID, e.GID = st.Uid, st.Gid
-	}
-	return e
 }
 
 // modeBits returns m's permission bits with setuid, setgid and sticky, as

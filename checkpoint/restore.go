@@ -3,6 +3,7 @@ package checkpoint
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -32,6 +33,9 @@ type Restored struct {
 func (s *Store) Restore(ctx context.Context, m *Manifest, deleteAdded bool) (*Restored, error) {
 	s.op.Lock()
 	defer s.op.Unlock()
+	if gone := s.missing(m); len(gone) > 0 {
+		return nil, fmt.Errorf("%w: checkpoint %s: the content of %d files, %s first", ErrDamaged, m.ID, len(gone), gone[0])
+	}
 	root := m.Path
 	if err := os.MkdirAll(root, fileMode(m.RootMode)); err != nil {
 		return nil, err
@@ -114,7 +118,7 @@ func (s *Store) restoreFile(ctx context.Context, r *os.Root, f Entry, c *Entry) 
 			return false, false, err
 		}
 	}
-	obj, err := os.Open(s.objPath(f.SHA256))
+	obj, err := s.openObject(f.SHA256)
 	if err != nil {
 		return false, false, err
 	}
@@ -145,7 +149,7 @@ func (s *Store) sameContent(root string, f, c Entry) bool {
 	if c.MTime == f.MTime {
 		return true
 	}
-	sum, _, err := hashFile(abs(root, f.Rel), newHash(), make([]byte, 64<<10), nil)
+	sum, _, err := hashFile(abs(root, f.Rel), newHash(), make([]byte, 64<<10))
 	return err == nil && sum == f.SHA256
 }
 

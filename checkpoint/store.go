@@ -47,6 +47,11 @@ type Options struct {
 
 // Store holds the checkpoints. Open it with Open; it keeps nothing open
 // between calls, and needs no Close.
+//
+// On disk, under Dir/checkpoints: manifests/<id>.json, one per
+// checkpoint; packs/pack-<hex>.pack and .idx, the content (pack.go); tmp/,
+// what is being written; and objects/xx/yyyy, the one-file-per-object
+// layout of earlier agents, still read.
 type Store struct {
 	dir        string
 	budget     int64
@@ -55,16 +60,19 @@ type Store struct {
 	// op serializes the operations that change the store (create,
 	// restore, delete), so that a budget checked is a budget kept.
 	op sync.Mutex
-	// mu guards cps, refs and stored.
+	// mu guards cps, refs, locs, packs and stored.
 	mu     sync.Mutex
 	cps    map[string]*Manifest
-	refs   map[string]int   // object → how many checkpoints use it
-	sizes  map[string]int64 // object → its size
-	stored int64            // bytes of all objects
+	refs   map[string]int       // object → how many checkpoints use it
+	locs   map[string]loc       // object → where its content is, for each stored object in use
+	packs  map[string]*packInfo // pack name → its size and live bytes
+	stored int64                // content bytes of the objects of locs
 }
 
 // Open opens (or makes) the store in o.Dir, with the checkpoints an
-// earlier agent left there.
+// earlier agent left there. What a crash left half-made is dropped: a
+// pack whose index is missing or does not check out is read again up to
+// its last whole object, and the content no checkpoint uses is freed.
 func Open(o Options) (*Store, error) {
 	if o.Budget <= 0 {
 		o.Budget = DefaultBudget
@@ -73,8 +81,8 @@ func Open(o Options) (*Store, error) {
 		o.BudgetText = fmt.Sprint(o.Budget)
 	}
 	s := &Store{dir: filepath.Join(o.Dir, "checkpoints"), budget: o.Budget, budgetText: o.BudgetText,
-		cps: map[string]*Manifest{}, refs: map[string]int{}, sizes: map[string]int64{}}
-	for _, d := range []string{s.dir, s.objDir(), s.manDir(), s.tmpDir()} {
+		cps: map[string]*Manifest{}, refs: map[string]int{}, locs: map[string]loc{}, packs: map[string]*packInfo{}}
+	for _, d := range []string{s.dir, s.packDir(), s.manDir(), s.tmpDir()} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, err
 		}
@@ -97,22 +105,6 @@ func (s *Store) tmpDir() string { return filepath.Join(s.dir, "tmp") }
 
 func (s *Store) objPath(sum string) string { return filepath.Join(s.objDir(), sum[:2], sum[2:]) }
 
-// putObject renames the file tmp to the object sum. An object's directory
-// (the first two digits of its hash) is made with its first object rather
-// than all 256 at Open: an agent that makes no checkpoint never pays for
-// them, nor walks them at its next start.
-func (s *Store) putObject(tmp, sum string) error {
-	p := s.objPath(sum)
-	err := os.Rename(tmp, p)
-	if !errors.Is(err, os.ErrNotExist) {
-		return err
-	}
-	if err := os.Mkdir(filepath.Dir(p), 0o700); err != nil && !errors.Is(err, os.ErrExist) {
-		return err
-	}
-	return os.Rename(tmp, p)
-}
-
 // staleAge is how old a file a crash left behind must be before Open
 // removes it.
 const staleAge = time.Hour
@@ -122,8 +114,8 @@ func stale(d os.DirEntry) bool {
 	return err == nil && time.Since(fi.ModTime()) > staleAge
 }
 
-// load reads the manifests and counts the objects they use; objects no
-// manifest uses (a create cut short) are removed once stale.
+// load reads the manifests and counts the objects they use, then finds
+// them in the packs and the old layout's object files.
 func (s *Store) load() error {
 	ents, err := os.ReadDir(s.manDir())
 	if err != nil {
@@ -145,23 +137,22 @@ func (s *Store) load() error {
 		for _, f := range m.Files {
 			if f.SHA256 != "" {
 				s.refs[f.SHA256]++
-				s.sizes[f.SHA256] = f.Size
 			}
 		}
 	}
-	for _, size := range s.sizes {
-		s.stored += size
+	if err := s.loadPacks(); err != nil {
+		return err
 	}
-	return filepath.WalkDir(s.objDir(), func(p string, d os.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return nil
+	s.loadLoose()
+	for _, l := range s.locs {
+		s.stored += l.n
+	}
+	for name, p := range s.packs {
+		if p.live == 0 {
+			s.removePack(name)
 		}
-		sum := filepath.Base(filepath.Dir(p)) + d.Name()
-		if s.refs[sum] == 0 && stale(d) {
-			_ = os.Remove(p)
-		}
-		return nil
-	})
+	}
+	return nil
 }
 
 // Summary is what a listing shows of a checkpoint.
@@ -222,7 +213,9 @@ func (s *Store) Get(id, path string) (*Manifest, error) {
 }
 
 // Delete removes checkpoint id and frees the content no other uses, and
-// returns how many bytes it freed.
+// returns how many bytes of content it freed (of Stored and the budget).
+// The disk is given back at once: packs left with no live content are
+// removed, and those left less than half live are compacted (DiskBytes).
 func (s *Store) Delete(id string) (int64, error) {
 	s.op.Lock()
 	defer s.op.Unlock()
@@ -239,22 +232,51 @@ func (s *Store) Delete(id string) (int64, error) {
 		return 0, err
 	}
 	var freed int64
+	touched := map[string]bool{}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	for _, f := range m.Files {
 		if f.SHA256 == "" {
 			continue
 		}
-		if s.refs[f.SHA256]--; s.refs[f.SHA256] == 0 {
-			delete(s.refs, f.SHA256)
-			size := s.sizes[f.SHA256]
-			delete(s.sizes, f.SHA256)
-			s.stored -= size
-			freed += size
+		if s.refs[f.SHA256]--; s.refs[f.SHA256] > 0 {
+			continue
+		}
+		delete(s.refs, f.SHA256)
+		l, ok := s.locs[f.SHA256]
+		if !ok {
+			continue // missing already
+		}
+		delete(s.locs, f.SHA256)
+		s.stored -= l.n
+		freed += l.n
+		if l.pack == "" {
 			_ = os.Remove(s.objPath(f.SHA256))
+			continue
+		}
+		s.packs[l.pack].live -= recHeader + l.n
+		touched[l.pack] = true
+	}
+	s.mu.Unlock()
+	return freed, s.gc(touched)
+}
+
+// DiskBytes returns the bytes of the store's packs, their indexes and
+// object files on disk: Stored, plus the record headers and indexes, plus
+// content no checkpoint uses any more in packs at least half live
+// (compacted once they are not).
+func (s *Store) DiskBytes() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var n int64
+	for _, p := range s.packs {
+		n += p.size + p.idx
+	}
+	for _, l := range s.locs {
+		if l.pack == "" {
+			n += l.n
 		}
 	}
-	return freed, nil
+	return n
 }
 
 // Budget returns the store's byte budget.

@@ -118,6 +118,7 @@ var errorStatuses = [...]errorStatus{
 	{err: checkpoint.ErrNotFound, code: http.StatusNotFound},
 	{err: checkpoint.ErrNoPath, code: http.StatusNotFound},
 	{err: checkpoint.ErrNotDir, code: http.StatusBadRequest},
+	{err: checkpoint.ErrDamaged, code: http.StatusInternalServerError, bare: true},
 }
 
 // replyOf returns the status, message and extra fields of the reply err
