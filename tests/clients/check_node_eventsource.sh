@@ -33,7 +33,13 @@ for _ in $(seq 50); do (($(wc -l <"$TMP/relay") >= 3)) && break; sleep 0.1; done
 summary=$("$PY" - "$TMP/relay" "$TMP/err" <<'PY'
 import json, sys
 conns = [json.loads(l) for l in open(sys.argv[1]).read().splitlines()[1:]]
-assert len(conns) == 2, f"{len(conns)} connections, want 2: {conns}"
+# A connection on which no request arrived is the client's, not a stream:
+# eventsource may open one as it is being closed, and the process exits
+# before a byte is sent (seen under load). It must have got nothing.
+idle = [c for c in conns if c["request"] is None]
+assert all(c["firstId"] is None and c["cutId"] is None for c in idle), idle
+conns = [c for c in conns if c["request"] is not None]
+assert len(conns) == 2, f"{len(conns)} requests, want 2: {conns}"
 first, second = conns
 assert first["cutId"] and first["lastEventId"] is None and first["firstId"] == "1", first
 cut = int(first["cutId"])
