@@ -3,6 +3,7 @@ package server
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -12,7 +13,6 @@ import (
 	"time"
 
 	"github.com/sandbox-executor/sandbox-executor/internal/connlimit"
-	"github.com/sandbox-executor/sandbox-executor/procs"
 )
 
 // A large raw /write_stdin body is moved from the socket into the
@@ -35,8 +35,10 @@ func canSplice(r *http.Request) bool {
 
 // writeStdinSpliced serves the raw form of /write_stdin on the connection
 // taken over from net/http, and reports whether it did: false, having
-// done nothing, if the connection cannot be taken over.
-func (s *Server) writeStdinSpliced(w http.ResponseWriter, r *http.Request, p *procs.Process) bool {
+// done nothing, if the connection cannot be taken over. write writes the
+// body into the stdin (a process's, or an exec's side channel's; see
+// Process.WriteStdin), with ctx.
+func (s *Server) writeStdinSpliced(w http.ResponseWriter, r *http.Request, write func(ctx context.Context, src io.Reader) (int64, error)) bool {
 	conn, brw, err := http.NewResponseController(w).Hijack()
 	if err != nil {
 		return false
@@ -61,7 +63,7 @@ func (s *Server) writeStdinSpliced(w http.ResponseWriter, r *http.Request, p *pr
 		cont = &sendContinue{w: conn}
 		src = io.MultiReader(cont, body)
 	}
-	n, err := p.WriteStdin(r.Context(), src, s.cfg.BodyTimeout)
+	n, err := write(r.Context(), src)
 	// The headers set so far (X-Request-Id) are the reply's too.
 	reply := &hijackedReply{header: w.Header().Clone()}
 	if err != nil {
