@@ -4,11 +4,11 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"io"
 	"net/http"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/sandbox-executor/sandbox-executor/executor"
 )
@@ -31,6 +31,9 @@ import (
 // stdinIDPrefix starts every side channel's id, so that /write_stdin
 // tells one from a background process's id.
 const stdinIDPrefix = "exec-stdin-"
+
+// errExecEnded is a side request's error once its exec has ended: a 409.
+var errExecEnded = fmt.Errorf("%w: the exec ended", executor.ErrStdinClosed)
 
 // sideStdin is the side channel of one /exec_ws command.
 type sideStdin struct {
@@ -102,9 +105,16 @@ func (s *Server) writeExecStdin(w http.ResponseWriter, r *http.Request, id strin
 	write := func(ctx context.Context, src io.Reader) (int64, error) {
 		n, err := c.p.WriteStdin(ctx, src, 0)
 		_ = c.p.CloseStdin() // EOF after the last byte, however the body ended
+		select {
+		case <-c.ended:
+			if err != nil { // whatever the body's read saw: the exec ended it
+				err = errExecEnded
+			}
+		default:
+		}
 		return n, err
 	}
-	if canSplice(r) && s.writeStdinSpliced(w, r, write) {
+	if (canSplice(r) || isChunked(r)) && s.writeStdinSpliced(w, r, write, c.ended) {
 		return nil
 	}
 	body := newProgressReader(w, r)
@@ -114,18 +124,11 @@ func (s *Server) writeExecStdin(w http.ResponseWriter, r *http.Request, id strin
 	// of the command wakes it with a read deadline in the past.
 	stop := make(chan struct{})
 	watched := make(chan struct{})
-	go endBodyWith(c.ended, stop, watched, body.rc)
+	go endBodyWith(c.ended, stop, watched, func() { _ = body.rc.SetReadDeadline(aLongTimeAgo) })
 	n, err := write(r.Context(), body)
 	close(stop)
 	<-watched
 	body.Done()
-	select {
-	case <-c.ended:
-		if err != nil {
-			return withWritten(n, errorf(http.StatusConflict, "the exec ended before it read all of its stdin"))
-		}
-	default:
-	}
 	if err != nil {
 		return s.rawWriteError(n, err)
 	}
@@ -133,15 +136,15 @@ func (s *Server) writeExecStdin(w http.ResponseWriter, r *http.Request, id strin
 	return nil
 }
 
-// endBodyWith sets rc's read deadline in the past once ended is closed,
-// which ends a read of the body waiting for the client. It runs in its
-// own goroutine, owned by writeExecStdin; it ends when ended or stop is
-// closed, and then closes watched.
-func endBodyWith(ended, stop <-chan struct{}, watched chan<- struct{}, rc *http.ResponseController) {
+// endBodyWith calls wake once ended is closed: it sets a read deadline in
+// the past, which ends a read of the body waiting for the client. It runs
+// in its own goroutine, owned by the handler that started it; it ends
+// when ended or stop is closed, and then closes watched.
+func endBodyWith(ended, stop <-chan struct{}, watched chan<- struct{}, wake func()) {
 	defer close(watched)
 	select {
 	case <-ended:
-		_ = rc.SetReadDeadline(time.Unix(1, 0))
+		wake()
 	case <-stop:
 	}
 }

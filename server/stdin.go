@@ -103,7 +103,7 @@ func (s *Server) writeStdinRaw(w http.ResponseWriter, r *http.Request) error {
 	write := func(ctx context.Context, src io.Reader) (int64, error) {
 		return p.WriteStdin(ctx, src, s.cfg.BodyTimeout)
 	}
-	if canSplice(r) && s.writeStdinSpliced(w, r, write) {
+	if canSplice(r) && s.writeStdinSpliced(w, r, write, nil) {
 		return nil
 	}
 	body := newProgressReader(w, r)
