@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -39,11 +40,16 @@ func (b *bench) sectionExec(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 3*sectionTimeout)
 	defer cancel()
-	var outRate, pipeRate, inRate, rawRate, cliRate, frameRate []float64
+	var outRate, pipeRate, inRate, rawRate, cliRate, fileRate, frameRate []float64
 	// CPU spent by the agent and by this client (the bench), per kind of
 	// run: rates on a shared machine vary with its load, the work done per
 	// byte does not, and it says which end a miss is made of.
-	var outCPU, inCPU, rawCPU, cliCPU, frameCPU cpuSpent
+	var outCPU, inCPU, rawCPU, cliCPU, fileCPU, frameCPU cpuSpent
+	file, err := patternFile()
+	if err != nil {
+		return err
+	}
+	defer os.Remove(file)
 	for range execRepeats {
 		outCPU.start(a)
 		d, err := execOutput(ctx, a.c)
@@ -64,12 +70,19 @@ func (b *bench) sectionExec(ctx context.Context) error {
 		inRate = append(inRate, stdinBytes/d.Seconds()/(1<<20))
 		cliCPU.start(a)
 		var cli time.Duration
-		if d, cli, err = cliInput(ctx, b.bin, a); err != nil {
+		if d, cli, err = cliInput(ctx, b.bin, a, ""); err != nil {
 			return err
 		}
 		cliCPU.stop(a)
 		cliCPU.client += cli // the CLI's own; the bench only fed its pipe
 		cliRate = append(cliRate, stdinBytes/d.Seconds()/(1<<20))
+		fileCPU.start(a)
+		if d, cli, err = cliInput(ctx, b.bin, a, file); err != nil {
+			return err
+		}
+		fileCPU.stop(a)
+		fileCPU.client += cli
+		fileRate = append(fileRate, stdinBytes/d.Seconds()/(1<<20))
 		frameCPU.start(a)
 		if d, err = execInput(ctx, a.c, false); err != nil {
 			return err
@@ -97,6 +110,10 @@ func (b *bench) sectionExec(ctx context.Context) error {
 		withRef(medianFloat(rawRate), ref).ratioAtLeast(execInTarget).
 		withNote("median of %d; the binary's exec -i, its stdin a pipe fed %d KiB at a time: chunked on the side channel, each chunk spliced by the agent; CPU per GiB: agent %s, the CLI %s",
 			execRepeats, cliFeed>>10, cliCPU.agentPer(inGiB), cliCPU.clientPer(inGiB)))
+	b.rep.add(newFigure("17 exec", "sandbox-executor exec -i: a 100 MiB file into wc -c", medianFloat(fileRate), "MiB/s").
+		withRef(medianFloat(rawRate), ref).
+		withNote("median of %d; the binary's exec -i, its stdin a regular file: sent with its length by sendfile(2), spliced by the agent; CPU per GiB: agent %s, the CLI %s",
+			execRepeats, fileCPU.agentPer(inGiB), fileCPU.clientPer(inGiB)))
 	b.rep.add(newFigure("17 exec", "exec -i: 100 MiB on the WebSocket stdin channel into wc -c", medianFloat(frameRate), "MiB/s").
 		withRef(medianFloat(rawRate), ref).
 		withNote("median of %d; frames of %d KiB, masked, unmasked and copied by the agent (what an agent without the side channel gets); CPU per GiB: agent %s, client %s",
@@ -242,23 +259,35 @@ func sendSide(ctx context.Context, x *client.ExecConn, sent chan<- error) {
 }
 
 // cliInput times the binary's `exec -i -- wc -c` with stdinBytes of the
-// pattern written into its stdin pipe, from its start to its exit, and
-// returns the CPU time the CLI process used.
-func cliInput(ctx context.Context, bin string, a *agent) (time.Duration, time.Duration, error) {
+// pattern as its stdin, from its start to its exit, and returns the CPU
+// time the CLI process used: file, a regular file, or if empty, a pipe
+// the bench writes into.
+func cliInput(ctx context.Context, bin string, a *agent, file string) (time.Duration, time.Duration, error) {
 	cmd := exec.CommandContext(ctx, bin, "exec", "-i", "--", "wc -c")
 	cmd.Env = append(cmd.Environ(), "SANDBOX_URL="+a.base, "SANDBOX_SECRET="+a.secret)
-	w, err := cmd.StdinPipe()
-	if err != nil {
-		return 0, 0, err
-	}
 	var out, errOut strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &errOut
+	var w io.WriteCloser
+	var err error
+	if file != "" {
+		f, err := os.Open(file)
+		if err != nil {
+			return 0, 0, err
+		}
+		defer f.Close()
+		cmd.Stdin = f
+	} else if w, err = cmd.StdinPipe(); err != nil {
+		return 0, 0, err
+	}
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
 		return 0, 0, err
 	}
-	_, werr := io.CopyBuffer(w, newPattern(stdinBytes), make([]byte, cliFeed))
-	_ = w.Close()
+	var werr error
+	if w != nil {
+		_, werr = io.CopyBuffer(w, newPattern(stdinBytes), make([]byte, cliFeed))
+		_ = w.Close()
+	}
 	err = cmd.Wait()
 	d := time.Since(start)
 	if err == nil {
@@ -268,4 +297,23 @@ func cliInput(ctx context.Context, bin string, a *agent) (time.Duration, time.Du
 		return 0, 0, fmt.Errorf("exec -i: %w (%s)", err, strings.TrimSpace(errOut.String()))
 	}
 	return d, cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime(), checkCount(out.String())
+}
+
+// patternFile writes stdinBytes of the pattern to a new file of the
+// system's temporary directory and returns its name; the caller removes
+// it.
+func patternFile() (string, error) {
+	f, err := os.CreateTemp("", "sandbox-bench-stdin-*")
+	if err != nil {
+		return "", err
+	}
+	_, err = io.Copy(f, newPattern(stdinBytes))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		_ = os.Remove(f.Name())
+		return "", err
+	}
+	return f.Name(), nil
 }
