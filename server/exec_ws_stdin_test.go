@@ -137,20 +137,25 @@ func TestExecWSStdinSideChannelEnds(t *testing.T) {
 			w, id := startSide(t, ts, tc.cmd)
 			pr, pw := io.Pipe()
 			defer pw.Close()
-			go func() { // the body: 64 KiB, then, if full, 64 MiB more
+			go func() { // the body: 64 KiB, then, if full, 128 MiB more
 				_, _ = pw.Write(make([]byte, 64<<10))
 				if tc.full {
-					_, _ = pw.Write(make([]byte, 64<<20))
+					_, _ = pw.Write(make([]byte, 128<<20))
 				}
 			}()
-			done := make(chan int, 1)
+			type result struct {
+				code    int
+				written float64
+			}
+			done := make(chan result, 1)
 			go func() {
-				edit := func(req *http.Request) { req.ContentLength = 128 << 20 }
+				edit := func(req *http.Request) { req.ContentLength = 256 << 20 }
 				if tc.chunked {
 					edit = nil
 				}
-				code, _, _ := postStdin(context.Background(), ts, id, pr, edit)
-				done <- code
+				code, reply, _ := postStdin(context.Background(), ts, id, pr, edit)
+				written, _ := reply["written"].(float64)
+				done <- result{code, written}
 			}()
 			pgid := w.pid
 			// got: the side channel is attached, and the command now
@@ -160,8 +165,12 @@ func TestExecWSStdinSideChannelEnds(t *testing.T) {
 				w.c.CloseNow()
 			}
 			select {
-			case code := <-done:
-				assert.Equal(t, http.StatusConflict, code)
+			case res := <-done:
+				assert.Equal(t, http.StatusConflict, res.code)
+				// Backpressure: what went in is what the pipe holds (its
+				// 256 slots, 1 MiB of pages, which spliced socket pages can fill
+				// past a page each), never the 128 MiB offered.
+				assert.Less(t, res.written, float64(32<<20))
 			case <-time.After(15 * time.Second):
 				t.Fatal("the side request outlived its exec")
 			}
