@@ -35,6 +35,10 @@ type ExecOptions struct {
 	// /dev/null and what WriteStdin sends is dropped. A TTY always takes
 	// input.
 	Stdin bool
+	// StdinRaw, with Stdin and without TTY, asks the agent for a stdin
+	// side channel: if it offers one (StdinID), SendStdin streams stdin
+	// there, spliced by the agent. An agent without it ignores the ask.
+	StdinRaw bool
 }
 
 // ExecConn is a command running over /exec_ws: Read returns its output,
@@ -43,12 +47,14 @@ type ExecOptions struct {
 // it); the other methods may be called concurrently with it. Close it when
 // done: closing before the exit kills the command.
 type ExecConn struct {
-	ws     *websocket.Conn
-	pid    int
-	exited bool
-	buf    []byte     // the last output frame: ExecEvent.Data points into it
-	frame  []byte     // WriteStdin's frame, reused
-	bc     *batchConn // the connection under ws, which gathers large stdin frames; see batchMin
+	ws      *websocket.Conn
+	pid     int
+	exited  bool
+	buf     []byte     // the last output frame: ExecEvent.Data points into it
+	frame   []byte     // WriteStdin's frame, reused
+	bc      *batchConn // the connection under ws, which gathers large stdin frames; see batchMin
+	c       *Client    // for SendStdin
+	stdinID string     // the stdin side channel's id; "" if none
 }
 
 // ExecEvent is one thing an ExecConn read: output, or the exit.
@@ -98,7 +104,7 @@ func (c *Client) Exec(ctx context.Context, opts ExecOptions) (*ExecConn, error) 
 		return nil, &ConnError{URL: c.base, Err: err}
 	}
 	ws.SetReadLimit(1 << 20) // the agent's output frames are at most 256 KiB
-	x := &ExecConn{ws: ws, bc: bc}
+	x := &ExecConn{ws: ws, bc: bc, c: c}
 	if err := x.start(ctx, opts); err != nil {
 		ws.CloseNow()
 		return nil, err
@@ -114,6 +120,7 @@ type execMessage struct {
 	Termination Termination `json:"termination"`
 	Error       string      `json:"error"`
 	Status      int         `json:"status"`
+	StdinID     string      `json:"stdin_id"`
 }
 
 // start sends the request and reads the agent's answer: started or error.
@@ -130,7 +137,8 @@ func (x *ExecConn) start(ctx context.Context, o ExecOptions) error {
 		Cols    int               `json:"cols,omitempty"`
 		Rows    int               `json:"rows,omitempty"`
 		Stdin   bool              `json:"stdin,omitempty"`
-	}{o.Cmd, o.Argv, o.Cwd, o.Env, o.Session, o.User, o.Timeout.Seconds(), o.TTY, o.Cols, o.Rows, o.Stdin}
+		Raw     bool              `json:"stdin_raw,omitempty"`
+	}{o.Cmd, o.Argv, o.Cwd, o.Env, o.Session, o.User, o.Timeout.Seconds(), o.TTY, o.Cols, o.Rows, o.Stdin, o.StdinRaw}
 	if err := x.control(ctx, req); err != nil {
 		return err
 	}
@@ -144,7 +152,7 @@ func (x *ExecConn) start(ctx context.Context, o ExecOptions) error {
 	}
 	switch m.Type {
 	case "started":
-		x.pid = m.PID
+		x.pid, x.stdinID = m.PID, m.StdinID
 		return nil
 	case "error":
 		return &Error{StatusCode: m.Status, Message: m.Error}

@@ -24,10 +24,21 @@ func (s *stdinPipe) copy(ctx context.Context, src io.Reader, stall time.Duration
 	s.mu.Unlock()
 	stop := context.AfterFunc(ctx, w.cancel)
 	defer w.finish(stop)
+	var n int64
+	var err error
 	if wt, ok := src.(io.WriterTo); ok {
-		return wt.WriteTo(w)
+		n, err = wt.WriteTo(w)
+	} else {
+		n, err = w.ReadFrom(src)
 	}
-	return w.ReadFrom(src)
+	if err != nil {
+		// A source read that the stop woke (a deadline in the past on
+		// its socket) fails with its own error: the stop's is the truth.
+		if stopped := w.stoppedBy(); stopped != nil {
+			err = stopped
+		}
+	}
+	return n, err
 }
 
 // stdinWriter is one writer's view of the pipe. A write stops when ctx

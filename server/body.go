@@ -66,7 +66,8 @@ func closeAfterReply(w http.ResponseWriter) {
 // as long as it needs, but one that makes no progress for idle ends with
 // a read error that wraps os.ErrDeadlineExceeded. The deadline is pushed
 // back at most every idle/8, so a stall is cut after between 7/8 of idle
-// and idle. Call Done when done reading, before the reply.
+// and idle; a zero idle sets no deadline. Call Done when done reading,
+// before the reply.
 type progressReader struct {
 	r        io.Reader
 	w        http.ResponseWriter
@@ -85,7 +86,7 @@ func newProgressReader(w http.ResponseWriter, r *http.Request) *progressReader {
 }
 
 func (p *progressReader) Read(b []byte) (int, error) {
-	if now := time.Now(); now.Sub(p.extended) >= p.idle/8 {
+	if now := time.Now(); p.idle > 0 && now.Sub(p.extended) >= p.idle/8 {
 		_ = p.rc.SetReadDeadline(now.Add(p.idle)) // ErrNotSupported: a test's recorder
 		p.extended = now
 	}

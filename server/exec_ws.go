@@ -45,19 +45,24 @@ type execRequest struct {
 	// Stdin makes channel 0 the command's stdin; without it stdin is
 	// /dev/null (a TTY's input is always open) and channel 0 is ignored.
 	Stdin bool `json:"stdin"`
+	// StdinRaw asks for a side channel for stdin (with Stdin, on pipes):
+	// started then carries its stdin_id; see exec_ws_stdin.go.
+	StdinRaw bool `json:"stdin_raw"`
 	// Limits bound what the command may use, as on /run; see parseLimits.
 	Limits json.RawMessage `json:"limits"`
 }
 
 // execSpec is what an execRequest asks for, checked.
 type execSpec struct {
-	cmd     executor.Command // for a TTY, the directory, environment, user and OnStart
-	call    *sessions.Call   // a session's pipe command, to finish once it has ended
-	tty     bool
-	args    []string // a TTY's program and arguments
-	cols    uint16
-	rows    uint16
-	timeout time.Duration
+	cmd  executor.Command // for a TTY, the directory, environment, user and OnStart
+	call *sessions.Call   // a session's pipe command, to finish once it has ended
+	tty  bool
+	// stdinRaw gives the command a stdin side channel; see exec_ws_stdin.go.
+	stdinRaw bool
+	args     []string // a TTY's program and arguments
+	cols     uint16
+	rows     uint16
+	timeout  time.Duration
 	// touch marks a TTY command's session used, at its input and output
 	// (as a terminal's WebSocket does); nil outside a session. A pipe
 	// command's session is in use while its Call runs.
@@ -139,8 +144,11 @@ func (s *Server) readExecRequest(ctx context.Context, conn *websocket.Conn, time
 
 // execSpec checks req and applies its session and user.
 func (s *Server) execSpec(req execRequest) (execSpec, error) {
-	spec := execSpec{tty: req.TTY}
+	spec := execSpec{tty: req.TTY, stdinRaw: req.StdinRaw}
 	var err error
+	if req.StdinRaw && (!req.Stdin || req.TTY) {
+		return spec, errorf(http.StatusBadRequest, `"stdin_raw" needs "stdin": true, and no tty`)
+	}
 	if spec.timeout, err = seconds("timeout", req.Timeout); err != nil {
 		return spec, err
 	}
@@ -231,6 +239,9 @@ type (
 	wsExecStarted struct {
 		Type string `json:"type"` // "started"
 		PID  int    `json:"pid"`
+		// StdinID names the stdin side channel, for a request that asked
+		// for one (stdin_raw); absent otherwise.
+		StdinID string `json:"stdin_id,omitempty"`
 	}
 	wsExecExit struct {
 		Type        string               `json:"type"` // "exit"
@@ -270,7 +281,14 @@ func (s *Server) serveExec(ctx context.Context, conn *websocket.Conn, spec execS
 		refuseExec(ctx, conn, startError(err))
 		return
 	}
-	if sendJSON(connCtx, conn, wsExecStarted{"started", x.pid()}) != nil {
+	started := wsExecStarted{Type: "started", PID: x.pid()}
+	var side *sideStdin
+	if px, ok := x.(*pipeExec); ok && spec.stdinRaw {
+		side = s.execStdins.add(px.p)
+		defer s.execStdins.remove(side) // on every path; after x.wait, the command has ended
+		px.side, started.StdinID = side, side.id
+	}
+	if sendJSON(connCtx, conn, started) != nil {
 		kill()
 	}
 	x.begin()            // output may flow now, after started
@@ -280,6 +298,7 @@ func (s *Server) serveExec(ctx context.Context, conn *websocket.Conn, spec execS
 	go pingExecClient(connCtx, &wg, conn, s.cfg.KeepAlive, s.cfg.StallTimeout, &busy, cancelConn)
 
 	res := x.wait()
+	s.execStdins.remove(side) // its request ends now, not after the exit is sent
 	if err := spec.call.Finish(&res); err != nil {
 		s.log.Debug().Err(err).Msg("exec_ws: session state not committed")
 	}

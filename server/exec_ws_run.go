@@ -81,6 +81,9 @@ type pipeExec struct {
 	ready chan struct{}
 	stdin bool
 	sent  sentSignals // the signals of signal messages
+	// side is the stdin side channel; nil unless the request asked for
+	// one. Once attached, it owns stdin.
+	side *sideStdin
 }
 
 func (x *pipeExec) pid() int              { return x.p.Pid() }
@@ -95,6 +98,9 @@ func (x *pipeExec) input(ctx context.Context, r io.Reader) error {
 	if !x.stdin {
 		return nil // the request did not ask for stdin: ignored
 	}
+	if x.side != nil && x.side.attached.Load() {
+		return protocolErrorf("stdin is on its side channel (stdin_id): no stdin frames once it is attached")
+	}
 	_, err := x.p.WriteStdin(ctx, r, 0)
 	if errors.Is(err, executor.ErrStdinClosed) {
 		return nil // closed, or the command ended: dropped, as a pipe would
@@ -103,8 +109,8 @@ func (x *pipeExec) input(ctx context.Context, r io.Reader) error {
 }
 
 func (x *pipeExec) closeInput() error {
-	if !x.stdin {
-		return nil
+	if !x.stdin || (x.side != nil && x.side.attached.Load()) {
+		return nil // the side channel closes stdin at its end
 	}
 	return x.p.CloseStdin()
 }

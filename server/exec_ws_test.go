@@ -27,6 +27,7 @@ type wsExec struct {
 	t              *testing.T
 	c              *websocket.Conn
 	pid            int
+	started        map[string]any // the started message
 	stdout, stderr []byte
 	exit           map[string]any // the exit message
 	refusal        map[string]any // the error message
@@ -78,6 +79,7 @@ func (w *wsExec) readUntil(cond func() bool) bool {
 			require.Zero(w.t, w.pid, "started twice")
 			require.Empty(w.t, w.stdout, "output before started")
 			w.pid = int(m["pid"].(float64))
+			w.started = m
 		case "exit":
 			w.exit = m
 		case "error":

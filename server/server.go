@@ -165,6 +165,8 @@ type Server struct {
 	// freeSpace is files.FreeSpace; tests replace it to play a full disk.
 	freeSpace func(dir string) (int64, error)
 	search    *search.Searcher
+	// execStdins is the /exec_ws commands' stdin side channels.
+	execStdins execStdins
 }
 
 // New returns a Server that checks tokens with auth and drives deps.

@@ -93,11 +93,17 @@ func (s *Server) writeStdinRaw(w http.ResponseWriter, r *http.Request) error {
 	if id == "" {
 		return errorf(http.StatusBadRequest, "id is required (in the query, ?id=, for a raw body)")
 	}
+	if strings.HasPrefix(id, stdinIDPrefix) {
+		return s.writeExecStdin(w, r, id)
+	}
 	p, err := s.procs.Get(id)
 	if err != nil {
 		return stdinError(0, err)
 	}
-	if canSplice(r) && s.writeStdinSpliced(w, r, p) {
+	write := func(ctx context.Context, src io.Reader) (int64, error) {
+		return p.WriteStdin(ctx, src, s.cfg.BodyTimeout)
+	}
+	if canSplice(r) && s.writeStdinSpliced(w, r, write, nil) {
 		return nil
 	}
 	body := newProgressReader(w, r)

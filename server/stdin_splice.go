@@ -3,6 +3,7 @@ package server
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -12,7 +13,6 @@ import (
 	"time"
 
 	"github.com/sandbox-executor/sandbox-executor/internal/connlimit"
-	"github.com/sandbox-executor/sandbox-executor/procs"
 )
 
 // A large raw /write_stdin body is moved from the socket into the
@@ -27,6 +27,14 @@ import (
 // spliceMin is the smallest body that is spliced.
 const spliceMin = 1 << 20
 
+// isChunked reports whether r's body is chunked, over HTTP/1.x.
+func isChunked(r *http.Request) bool {
+	return r.ProtoMajor == 1 && len(r.TransferEncoding) == 1 && r.TransferEncoding[0] == "chunked"
+}
+
+// aLongTimeAgo is a deadline already past: it wakes a read.
+var aLongTimeAgo = time.Unix(1, 0)
+
 // canSplice reports whether r's raw body can be spliced: HTTP/1.x, with a
 // Content-Length of at least spliceMin.
 func canSplice(r *http.Request) bool {
@@ -35,8 +43,12 @@ func canSplice(r *http.Request) bool {
 
 // writeStdinSpliced serves the raw form of /write_stdin on the connection
 // taken over from net/http, and reports whether it did: false, having
-// done nothing, if the connection cannot be taken over.
-func (s *Server) writeStdinSpliced(w http.ResponseWriter, r *http.Request, p *procs.Process) bool {
+// done nothing, if the connection cannot be taken over. write writes the
+// body into the stdin (a process's, or an exec's side channel's; see
+// Process.WriteStdin), with ctx. A chunked body (an exec's side channel's
+// only: see isChunked) is read as chunkedBody. If ended is not nil, its
+// closing ends a read of the body waiting for the client.
+func (s *Server) writeStdinSpliced(w http.ResponseWriter, r *http.Request, write func(ctx context.Context, src io.Reader) (int64, error), ended <-chan struct{}) bool {
 	conn, brw, err := http.NewResponseController(w).Hijack()
 	if err != nil {
 		return false
@@ -49,9 +61,20 @@ func (s *Server) writeStdinSpliced(w http.ResponseWriter, r *http.Request, p *pr
 	if nc, ok := conn.(interface{ NetConn() net.Conn }); ok {
 		sock = nc.NetConn()
 	}
-	head := min(int64(brw.Reader.Buffered()), r.ContentLength)
-	body := io.MultiReader(io.LimitReader(brw.Reader, head),
-		&io.LimitedReader{R: sock, N: r.ContentLength - head})
+	var body io.Reader
+	if isChunked(r) {
+		body = &chunkedBody{br: brw.Reader, sock: sock}
+	} else {
+		head := min(int64(brw.Reader.Buffered()), r.ContentLength)
+		body = io.MultiReader(io.LimitReader(brw.Reader, head),
+			&io.LimitedReader{R: sock, N: r.ContentLength - head})
+	}
+	stopWatch := func() {}
+	if ended != nil {
+		stop, watched := make(chan struct{}), make(chan struct{})
+		go endBodyWith(ended, stop, watched, func() { _ = sock.SetReadDeadline(aLongTimeAgo) })
+		stopWatch = func() { close(stop); <-watched } // before Linger sets its own deadline
+	}
 	src := body
 	var cont *sendContinue
 	if strings.EqualFold(r.Header.Get("Expect"), "100-continue") {
@@ -61,7 +84,8 @@ func (s *Server) writeStdinSpliced(w http.ResponseWriter, r *http.Request, p *pr
 		cont = &sendContinue{w: conn}
 		src = io.MultiReader(cont, body)
 	}
-	n, err := p.WriteStdin(r.Context(), src, s.cfg.BodyTimeout)
+	n, err := write(r.Context(), src)
+	stopWatch()
 	// The headers set so far (X-Request-Id) are the reply's too.
 	reply := &hijackedReply{header: w.Header().Clone()}
 	if err != nil {

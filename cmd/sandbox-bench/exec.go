@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -21,13 +22,17 @@ const (
 	// execFrame is the stdin frame the bench sends: the agent takes frames
 	// of up to 1 MiB.
 	execFrame = 256 << 10
+	// cliFeed is the size of the bench's writes into the CLI's stdin pipe.
+	cliFeed = 1 << 20
 )
 
 // sectionExec measures figure 17: a command's output through /exec_ws
 // (head -c 1 GiB of /dev/zero, every byte read by the client) against
-// the same command's output read from a local pipe; and 100 MiB sent on
-// /exec_ws's stdin channel into wc -c against figure 15's /write_stdin
-// raw form, measured again here, in the same run.
+// the same command's output read from a local pipe; and 100 MiB into
+// wc -c's stdin, on the exec's raw side channel (as a Go program sends it,
+// and through the binary's `exec -i` from a pipe), on its WebSocket
+// channel 0, and as figure 15's /write_stdin raw form, measured again
+// here, in the same run, as the reference.
 func (b *bench) sectionExec(ctx context.Context) error {
 	a, err := b.sharedAgent(ctx)
 	if err != nil {
@@ -35,11 +40,16 @@ func (b *bench) sectionExec(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 3*sectionTimeout)
 	defer cancel()
-	var outRate, pipeRate, inRate, rawRate []float64
+	var outRate, pipeRate, inRate, rawRate, cliRate, fileRate, frameRate []float64
 	// CPU spent by the agent and by this client (the bench), per kind of
 	// run: rates on a shared machine vary with its load, the work done per
 	// byte does not, and it says which end a miss is made of.
-	var outCPU, inCPU, rawCPU cpuSpent
+	var outCPU, inCPU, rawCPU, cliCPU, fileCPU, frameCPU cpuSpent
+	file, err := patternFile()
+	if err != nil {
+		return err
+	}
+	defer os.Remove(file)
 	for range execRepeats {
 		outCPU.start(a)
 		d, err := execOutput(ctx, a.c)
@@ -53,11 +63,32 @@ func (b *bench) sectionExec(ctx context.Context) error {
 		}
 		pipeRate = append(pipeRate, execOutBytes/d.Seconds()/(1<<30))
 		inCPU.start(a)
-		if d, err = execInput(ctx, a.c); err != nil {
+		if d, err = execInput(ctx, a.c, true); err != nil {
 			return err
 		}
 		inCPU.stop(a)
 		inRate = append(inRate, stdinBytes/d.Seconds()/(1<<20))
+		cliCPU.start(a)
+		var cli time.Duration
+		if d, cli, err = cliInput(ctx, b.bin, a, ""); err != nil {
+			return err
+		}
+		cliCPU.stop(a)
+		cliCPU.client += cli // the CLI's own; the bench only fed its pipe
+		cliRate = append(cliRate, stdinBytes/d.Seconds()/(1<<20))
+		fileCPU.start(a)
+		if d, cli, err = cliInput(ctx, b.bin, a, file); err != nil {
+			return err
+		}
+		fileCPU.stop(a)
+		fileCPU.client += cli
+		fileRate = append(fileRate, stdinBytes/d.Seconds()/(1<<20))
+		frameCPU.start(a)
+		if d, err = execInput(ctx, a.c, false); err != nil {
+			return err
+		}
+		frameCPU.stop(a)
+		frameRate = append(frameRate, stdinBytes/d.Seconds()/(1<<20))
 		rawCPU.start(a)
 		if d, err = stdinThroughAgent(ctx, a.c, newPattern(stdinBytes)); err != nil {
 			return err
@@ -70,10 +101,23 @@ func (b *bench) sectionExec(ctx context.Context) error {
 		withRef(medianFloat(pipeRate), "the same command read through a local pipe").ratioAtLeast(execOutTarget).
 		withNote("median of %d; every byte counted; CPU per GiB: agent %s, client %s",
 			execRepeats, outCPU.agentPer(outGiB), outCPU.clientPer(outGiB)))
-	b.rep.add(newFigure("17 exec", "exec -i: 100 MiB on the stdin channel into wc -c", medianFloat(inRate), "MiB/s").
-		withRef(medianFloat(rawRate), "figure 15's /write_stdin raw body, in this run").ratioAtLeast(execInTarget).
-		withNote("median of %d; frames of %d KiB; wc's count checked; CPU per GiB: agent %s, client %s (/write_stdin raw: agent %s, client %s)",
-			execRepeats, execFrame>>10, inCPU.agentPer(inGiB), inCPU.clientPer(inGiB), rawCPU.agentPer(inGiB), rawCPU.clientPer(inGiB)))
+	const ref = "figure 15's /write_stdin raw body, in this run"
+	b.rep.add(newFigure("17 exec", "exec -i: 100 MiB on the raw stdin side channel into wc -c", medianFloat(inRate), "MiB/s").
+		withRef(medianFloat(rawRate), ref).ratioAtLeast(execInTarget).
+		withNote("median of %d; client.SendStdin of a reader of known length, spliced by the agent; wc's count checked; CPU per GiB: agent %s, client %s (/write_stdin raw: agent %s, client %s)",
+			execRepeats, inCPU.agentPer(inGiB), inCPU.clientPer(inGiB), rawCPU.agentPer(inGiB), rawCPU.clientPer(inGiB)))
+	b.rep.add(newFigure("17 exec", "sandbox-executor exec -i: 100 MiB from a pipe into wc -c", medianFloat(cliRate), "MiB/s").
+		withRef(medianFloat(rawRate), ref).ratioAtLeast(execInTarget).
+		withNote("median of %d; the binary's exec -i, its stdin a pipe fed %d KiB at a time: chunked on the side channel, each chunk spliced by the agent; CPU per GiB: agent %s, the CLI %s",
+			execRepeats, cliFeed>>10, cliCPU.agentPer(inGiB), cliCPU.clientPer(inGiB)))
+	b.rep.add(newFigure("17 exec", "sandbox-executor exec -i: a 100 MiB file into wc -c", medianFloat(fileRate), "MiB/s").
+		withRef(medianFloat(rawRate), ref).
+		withNote("median of %d; the binary's exec -i, its stdin a regular file: sent with its length by sendfile(2), spliced by the agent; CPU per GiB: agent %s, the CLI %s",
+			execRepeats, fileCPU.agentPer(inGiB), fileCPU.clientPer(inGiB)))
+	b.rep.add(newFigure("17 exec", "exec -i: 100 MiB on the WebSocket stdin channel into wc -c", medianFloat(frameRate), "MiB/s").
+		withRef(medianFloat(rawRate), ref).
+		withNote("median of %d; frames of %d KiB, masked, unmasked and copied by the agent (what an agent without the side channel gets); CPU per GiB: agent %s, client %s",
+			execRepeats, execFrame>>10, frameCPU.agentPer(inGiB), frameCPU.clientPer(inGiB)))
 	return nil
 }
 
@@ -142,17 +186,24 @@ func pipeOutput(ctx context.Context) (time.Duration, error) {
 	return time.Since(start), err
 }
 
-// execInput times stdinBytes sent on /exec_ws's stdin channel into wc -c,
-// from the request to wc's count.
-func execInput(ctx context.Context, c *client.Client) (time.Duration, error) {
+// execInput times stdinBytes sent into wc -c, from the request to wc's
+// count: on the exec's side channel if side, else on channel 0.
+func execInput(ctx context.Context, c *client.Client, side bool) (time.Duration, error) {
 	start := time.Now()
-	x, err := c.Exec(ctx, client.ExecOptions{Cmd: "wc -c", Stdin: true})
+	x, err := c.Exec(ctx, client.ExecOptions{Cmd: "wc -c", Stdin: true, StdinRaw: side})
 	if err != nil {
 		return 0, err
 	}
 	defer x.Close()
 	sent := make(chan error, 1)
-	go sendPattern(ctx, x, sent)
+	if side {
+		if x.StdinID() == "" {
+			return 0, errors.New("exec: the agent offered no stdin side channel")
+		}
+		go sendSide(ctx, x, sent)
+	} else {
+		go sendPattern(ctx, x, sent)
+	}
 	var out strings.Builder
 	for {
 		ev, err := x.Read(ctx)
@@ -193,4 +244,76 @@ func sendPattern(ctx context.Context, x *client.ExecConn, sent chan<- error) {
 			return
 		}
 	}
+}
+
+// sendSide sends stdinBytes of the pattern on x's side channel, its end
+// closing stdin, and says how it went on sent. It runs in its own
+// goroutine, owned by execInput, which receives from sent before it
+// returns.
+func sendSide(ctx context.Context, x *client.ExecConn, sent chan<- error) {
+	n, err := x.SendStdin(ctx, newPattern(stdinBytes))
+	if err == nil && n != stdinBytes {
+		err = fmt.Errorf("side channel: %d bytes taken", n)
+	}
+	sent <- err
+}
+
+// cliInput times the binary's `exec -i -- wc -c` with stdinBytes of the
+// pattern as its stdin, from its start to its exit, and returns the CPU
+// time the CLI process used: file, a regular file, or if empty, a pipe
+// the bench writes into.
+func cliInput(ctx context.Context, bin string, a *agent, file string) (time.Duration, time.Duration, error) {
+	cmd := exec.CommandContext(ctx, bin, "exec", "-i", "--", "wc -c")
+	cmd.Env = append(cmd.Environ(), "SANDBOX_URL="+a.base, "SANDBOX_SECRET="+a.secret)
+	var out, errOut strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	var w io.WriteCloser
+	var err error
+	if file != "" {
+		f, err := os.Open(file)
+		if err != nil {
+			return 0, 0, err
+		}
+		defer f.Close()
+		cmd.Stdin = f
+	} else if w, err = cmd.StdinPipe(); err != nil {
+		return 0, 0, err
+	}
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return 0, 0, err
+	}
+	var werr error
+	if w != nil {
+		_, werr = io.CopyBuffer(w, newPattern(stdinBytes), make([]byte, cliFeed))
+		_ = w.Close()
+	}
+	err = cmd.Wait()
+	d := time.Since(start)
+	if err == nil {
+		err = werr
+	}
+	if err != nil {
+		return 0, 0, fmt.Errorf("exec -i: %w (%s)", err, strings.TrimSpace(errOut.String()))
+	}
+	return d, cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime(), checkCount(out.String())
+}
+
+// patternFile writes stdinBytes of the pattern to a new file of the
+// system's temporary directory and returns its name; the caller removes
+// it.
+func patternFile() (string, error) {
+	f, err := os.CreateTemp("", "sandbox-bench-stdin-*")
+	if err != nil {
+		return "", err
+	}
+	_, err = io.Copy(f, newPattern(stdinBytes))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		_ = os.Remove(f.Name())
+		return "", err
+	}
+	return f.Name(), nil
 }

@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/sandbox-executor/sandbox-executor/client"
 )
@@ -166,6 +169,9 @@ func (c *cli) runExec(ctx context.Context, cf *connFlags, opts client.ExecOption
 	if local != nil {
 		opts.Cols, opts.Rows = local.size()
 	}
+	// Stdin goes on a side channel the agent splices, when it offers one;
+	// keystrokes are small, so a TTY keeps channel 0.
+	opts.StdinRaw = opts.Stdin && !opts.TTY
 	x, err := cl.Exec(ctx, opts)
 	if err != nil {
 		return execError(err)
@@ -187,7 +193,7 @@ func (c *cli) runExec(ctx context.Context, cf *connFlags, opts client.ExecOption
 		// cannot be interrupted, and the process exits once exec returns.
 		// It ends by itself at the input's end or when the connection
 		// closes.
-		go sendStdin(context.WithoutCancel(ctx), x, c.stdin)
+		go sendStdin(context.WithoutCancel(ctx), x, c.stdin, c.stderr)
 	}
 	return c.copyOutput(ctx, x, opts.Timeout)
 }
@@ -238,9 +244,24 @@ func (c *cli) copyOutput(ctx context.Context, x *client.ExecConn, timeout time.D
 const execStdinChunk = 256 << 10
 
 // sendStdin sends what r gives to the command's stdin as it comes, then
-// closes it at r's end. It runs in its own goroutine; it ends at r's end
-// or error, or once the connection is closed.
-func sendStdin(ctx context.Context, x *client.ExecConn, r io.Reader) {
+// closes it at r's end: through the side channel if the agent offered
+// one, else (or if the side request failed before taking any of r) as
+// channel-0 frames. A side request that failed later has closed the
+// command's stdin: that is said on stderr. It runs in its own goroutine;
+// it ends at r's end or error, or once the connection is closed (which
+// ends the command, and so the side request).
+func sendStdin(ctx context.Context, x *client.ExecConn, r io.Reader, stderr io.Writer) {
+	if x.StdinID() != "" {
+		growPipe(r)
+		_, err := x.SendStdin(ctx, r)
+		if err == nil {
+			return
+		}
+		if !errors.Is(err, client.ErrStdinUnsent) {
+			fmt.Fprintf(stderr, "sandbox-executor: stdin cut short: %v\n", err)
+			return
+		}
+	}
 	buf := make([]byte, execStdinChunk)
 	for {
 		n, err := r.Read(buf)
@@ -283,4 +304,25 @@ func (e envFlag) Set(kv string) error {
 	}
 	e[name] = value
 	return nil
+}
+
+// stdinPipeSize is the capacity asked for a standard input that is a
+// pipe: the side channel sends what one read gives, so that a fast writer
+// fills chunks of up to a megabyte (the default maximum of an
+// unprivileged pipe).
+const stdinPipeSize = 1 << 20
+
+// growPipe sets r's pipe to stdinPipeSize, if r is a pipe and the system
+// allows it; if not, nothing changes.
+func growPipe(r io.Reader) {
+	f, ok := r.(*os.File)
+	if !ok {
+		return
+	}
+	if fi, err := f.Stat(); err != nil || fi.Mode()&os.ModeNamedPipe == 0 {
+		return
+	}
+	if sc, err := f.SyscallConn(); err == nil {
+		_ = sc.Control(func(fd uintptr) { _, _ = unix.FcntlInt(fd, unix.F_SETPIPE_SZ, stdinPipeSize) })
+	}
 }

@@ -1,0 +1,128 @@
+package client_test
+
+import (
+	"bytes"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sandbox-executor/sandbox-executor/client"
+)
+
+// expectingClient returns a Client for a with a transport that waits for
+// 100 Continue, as http.DefaultTransport (the CLI's) does.
+func expectingClient(t *testing.T, a *testAgent) *client.Client {
+	t.Helper()
+	hc := &http.Client{Transport: &http.Transport{ExpectContinueTimeout: 5e9}}
+	t.Cleanup(hc.CloseIdleConnections)
+	c, err := client.New(a.ts.URL, testSecret, client.WithHTTPClient(hc))
+	require.NoError(t, err)
+	return c
+}
+
+// execOutput reads x to its exit and returns its stdout.
+func execOutput(t *testing.T, x *client.ExecConn) string {
+	t.Helper()
+	var out []byte
+	for {
+		ev, err := x.Read(t.Context())
+		require.NoError(t, err)
+		if ev.Exit != nil {
+			require.Equal(t, 0, ev.Exit.Code, string(out))
+			return string(out)
+		}
+		out = append(out, ev.Data...)
+	}
+}
+
+// SendStdin streams a regular file, a pipe or any reader through the side
+// channel, byte for byte, its end closing stdin: each is one /write_stdin.
+func TestExecSendStdin(t *testing.T) {
+	var sides atomic.Int64
+	a := startAgent(t, agentConfig{wrap: func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/write_stdin" && strings.HasPrefix(r.URL.Query().Get("id"), "exec-stdin-") {
+				sides.Add(1)
+			}
+			h.ServeHTTP(w, r)
+		})
+	}})
+	c := expectingClient(t, a)
+	data := make([]byte, 24<<20)
+	_, _ = rand.Read(data)
+	sum := sha256.Sum256(data)
+	want := hex.EncodeToString(sum[:]) + "  -\n"
+	path := filepath.Join(t.TempDir(), "in")
+	require.NoError(t, os.WriteFile(path, data, 0o600))
+
+	for _, tc := range []struct {
+		name string
+		r    func(t *testing.T) io.Reader
+	}{
+		{"regular file", func(t *testing.T) io.Reader {
+			f, err := os.Open(path)
+			require.NoError(t, err)
+			t.Cleanup(func() { f.Close() })
+			return f
+		}},
+		{"pipe", func(t *testing.T) io.Reader {
+			pr, pw, err := os.Pipe()
+			require.NoError(t, err)
+			t.Cleanup(func() { pr.Close() })
+			go func() { _, _ = pw.Write(data); pw.Close() }()
+			return pr
+		}},
+		{"reader", func(t *testing.T) io.Reader { return bytes.NewBuffer(data) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := sides.Load()
+			x, err := c.Exec(t.Context(), client.ExecOptions{Cmd: "sha256sum", Stdin: true, StdinRaw: true})
+			require.NoError(t, err)
+			defer x.Close()
+			require.NotEmpty(t, x.StdinID())
+			n, err := x.SendStdin(t.Context(), tc.r(t))
+			require.NoError(t, err)
+			assert.Equal(t, int64(len(data)), n)
+			assert.Equal(t, want, execOutput(t, x))
+			assert.Equal(t, before+1, sides.Load())
+		})
+	}
+}
+
+// Without a side channel, or when its request is refused before its
+// body (here a 404: an id the agent does not know), SendStdin takes none of the reader (ErrStdinUnsent), and
+// WriteStdin sends it all.
+func TestExecSendStdinFallsBack(t *testing.T) {
+	a := startAgent(t, agentConfig{})
+	c := expectingClient(t, a)
+	for _, raw := range []bool{false, true} {
+		x, err := c.Exec(t.Context(), client.ExecOptions{Cmd: "cat", Stdin: true, StdinRaw: raw})
+		require.NoError(t, err)
+		defer x.Close()
+		assert.Equal(t, raw, x.StdinID() != "")
+		if raw {
+			client.SetStdinID(x, "exec-stdin-unknown")
+		}
+		pr, pw := io.Pipe()
+		go func() { _, _ = pw.Write([]byte("all of it")); pw.Close() }()
+		_, err = x.SendStdin(t.Context(), pr)
+		require.True(t, errors.Is(err, client.ErrStdinUnsent), "%v", err)
+		rest, err := io.ReadAll(pr)
+		require.NoError(t, err)
+		require.Equal(t, "all of it", string(rest), "SendStdin read some")
+		require.NoError(t, x.WriteStdin(t.Context(), rest))
+		require.NoError(t, x.CloseStdin(t.Context()))
+		assert.Equal(t, "all of it", execOutput(t, x))
+	}
+}
