@@ -103,7 +103,7 @@ func (c *Client) Exec(ctx context.Context, opts ExecOptions) (*ExecConn, error) 
 		}
 		return nil, &ConnError{URL: c.base, Err: err}
 	}
-	ws.SetReadLimit(1 << 20) // the agent's output frames are at most 256 KiB
+	ws.SetReadLimit(1 << 20) // the agent's output frames are under 1 MiB
 	x := &ExecConn{ws: ws, bc: bc, c: c}
 	if err := x.start(ctx, opts); err != nil {
 		ws.CloseNow()

@@ -28,7 +28,7 @@ func (r *Runner) Run(ctx context.Context, c Command) (Output, error) {
 func (r *Runner) RunCapped(ctx context.Context, c Command, maxOutput int) (Output, error) {
 	maxOutput = min(max(maxOutput, 1), r.maxOutput())
 	cs := &captureSet{stdout: capture{max: maxOutput}, stderr: capture{max: maxOutput}}
-	p, err := r.start(ctx, c, buffers{&r.rawBufs, readSize}, cs.consumer(Stdout), cs.consumer(Stderr))
+	p, err := r.start(ctx, c, buffers{pool: &r.rawBufs, size: readSize}, cs.consumer(Stdout), cs.consumer(Stderr))
 	if err != nil {
 		return Output{}, err
 	}
@@ -121,8 +121,9 @@ func (r *Runner) startProcess(ctx context.Context, c Command, viaShell bool, buf
 	// Passing *os.File makes the child write straight into the pipes: no
 	// copying goroutine inside exec, and Wait does not wait for output.
 	if bufs.pool == &r.streamBufs {
-		// StartStream's readers take large chunks: its pipes hold
-		// several, so that the command writes on while one is handed over.
+		// StartStream's readers take large chunks: its pipes hold as
+		// much as a pipe may, so that the command writes on while one is
+		// handed over.
 		growPipe(outW)
 		growPipe(errW)
 	}
@@ -154,8 +155,8 @@ func (r *Runner) startProcess(ctx context.Context, c Command, viaShell bool, buf
 		cancelTimeout = func() { timer.Stop(); cancel() }
 	}
 	drain := r.drainDelay()
-	p.readers[0] = &pipeReader{f: outR, bufs: bufs, consume: stdout, drainDelay: drain}
-	p.readers[1] = &pipeReader{f: errR, bufs: bufs, consume: stderr, drainDelay: drain}
+	p.readers[0] = &pipeReader{f: outR, bufs: bufs, consume: stdout, drainDelay: drain, head: bufs.head}
+	p.readers[1] = &pipeReader{f: errR, bufs: bufs, consume: stderr, drainDelay: drain, head: bufs.head}
 	readers := make(chan struct{}, 2)
 	go p.readers[0].run(readers)
 	go p.readers[1].run(readers)

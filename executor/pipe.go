@@ -45,6 +45,10 @@ type pipeReader struct {
 	bufs       buffers
 	consume    consumeFunc
 	drainDelay time.Duration
+	// head is how many bytes at the start of each buffer are left free:
+	// consume gets them before the bytes read, for a header of its own
+	// (see StartStream). Zero for Run's and Start's readers.
+	head int
 
 	exit atomic.Pointer[time.Time] // when the shell exited; set once, by Process.wait
 
@@ -102,8 +106,8 @@ func (pr *pipeReader) run(done chan<- struct{}) {
 			read += int64(n)
 			end += n
 			start := time.Now()
-			used := pr.consume(buf[:end], start, false)
-			end = copy(buf, buf[used:end])
+			used := pr.consume(buf[:pr.head+end], start, false) - pr.head
+			end = copy(buf[pr.head:], buf[pr.head+used:pr.head+end])
 			if end == 0 {
 				pr.bufs.put(buf)
 				buf = nil
@@ -125,7 +129,7 @@ func (pr *pipeReader) run(done chan<- struct{}) {
 		}
 	}
 	if end > 0 {
-		pr.consume(buf[:end], time.Now(), true)
+		pr.consume(buf[:pr.head+end], time.Now(), true)
 	}
 }
 
@@ -145,7 +149,7 @@ func (pr *pipeReader) read(sc syscall.RawConn, buf *[]byte, end int) (int, error
 			*buf = pr.bufs.get()
 		}
 		for {
-			n, rerr = unix.Read(int(fd), (*buf)[end:])
+			n, rerr = unix.Read(int(fd), (*buf)[pr.head+end:])
 			if rerr != unix.EINTR {
 				break
 			}
@@ -233,6 +237,7 @@ func pipeQueued(f *os.File) int {
 type buffers struct {
 	pool *sync.Pool // of *[]byte
 	size int
+	head int // the free bytes a buffer starts with; see pipeReader.head
 }
 
 func (b buffers) get() []byte {

@@ -121,7 +121,7 @@ func (p *Process) startStdin(ctx context.Context, input string) {
 	s.writing = true
 	s.inputDone = make(chan struct{})
 	r := p.runner
-	go s.writeInput(ctx, input, buffers{&r.stdinBufs, stdinBufSize}, func() { r.giveInput(len(input)) })
+	go s.writeInput(ctx, input, buffers{pool: &r.stdinBufs, size: stdinBufSize}, func() { r.giveInput(len(input)) })
 }
 
 // writeInput writes input, then closes the pipe unless keep, then calls
@@ -183,7 +183,7 @@ func (p *Process) WriteStdin(ctx context.Context, src io.Reader, stall time.Dura
 		return 0, err
 	}
 	defer s.unlock()
-	return s.copy(ctx, src, stall, buffers{&p.runner.stdinBufs, stdinBufSize})
+	return s.copy(ctx, src, stall, buffers{pool: &p.runner.stdinBufs, size: stdinBufSize})
 }
 
 // CloseStdin closes the command's stdin: it reads EOF after what was

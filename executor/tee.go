@@ -20,7 +20,7 @@ func (r *Runner) StartTee(ctx context.Context, c Command, fn LineFunc, raw RawFu
 	if raw != nil {
 		stdout, stderr = teeConsumer(Stdout, raw, stdout), teeConsumer(Stderr, raw, stderr)
 	}
-	return r.start(ctx, c, buffers{&r.lineBufs, maxLine + readSize}, stdout, stderr)
+	return r.start(ctx, c, buffers{pool: &r.lineBufs, size: maxLine + readSize}, stdout, stderr)
 }
 
 // teeConsumer hands raw the bytes of each read that next has not been

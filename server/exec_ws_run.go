@@ -39,13 +39,17 @@ func (s *Server) startExec(runCtx context.Context, conn *websocket.Conn, connCtx
 		return s.startTTYExec(runCtx, conn, connCtx, spec, ready)
 	}
 	x := &pipeExec{ready: ready, stdin: spec.cmd.Stdin}
-	p, err := s.runner.StartStream(runCtx, spec.cmd, execOutput(connCtx, conn, ready))
+	p, err := s.runner.StartStream(runCtx, spec.cmd, execChunkHead, execOutput(connCtx, conn, ready))
 	if err != nil {
 		return nil, err
 	}
 	x.p = p
 	return x, nil
 }
+
+// execChunkHead is the free bytes before each chunk of output: its
+// channel byte.
+const execChunkHead = 1
 
 // execOutput returns the ChunkFunc that sends a command's output as
 // binary frames on channel 1 or 2, each chunk as it was read. It waits
@@ -54,22 +58,19 @@ func (s *Server) startExec(runCtx context.Context, conn *websocket.Conn, connCtx
 // After a failed write (the client left) the rest is read and dropped;
 // the failure has cancelled connCtx, which kills the command.
 func execOutput(connCtx context.Context, conn *websocket.Conn, ready <-chan struct{}) executor.ChunkFunc {
-	// One frame buffer per stream: each stream's chunks come from one
-	// goroutine, its pipe reader.
-	var frames [2][]byte
+	// StartStream leaves execChunkHead free bytes before each chunk: the
+	// channel byte goes there, and the frame is sent without copying.
 	var failed atomic.Bool
 	return func(st executor.Stream, b []byte) {
 		<-ready
 		if failed.Load() {
 			return
 		}
-		i, ch := 0, byte(execStdout)
+		b[0] = execStdout
 		if st == executor.Stderr {
-			i, ch = 1, execStderr
+			b[0] = execStderr
 		}
-		f := append(append(frames[i][:0], ch), b...)
-		frames[i] = f
-		if conn.Write(connCtx, websocket.MessageBinary, f) != nil {
+		if conn.Write(connCtx, websocket.MessageBinary, b) != nil {
 			failed.Store(true)
 		}
 	}
