@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -189,4 +190,45 @@ func TestWatchOverflowRescan(t *testing.T) {
 	require.NotEmpty(t, evs)
 	sh(t, root, "touch b/f")
 	c.until(t, 5*time.Second, hasChange(filepath.Join(root, "b/f"), OpCreate))
+}
+
+// TestWaitForPathDirMadeBeforeWatch: a directory made inside the one
+// about to be watched, before its watch is set, sends no event; the wait
+// still finds it and sees the path appear below it.
+func TestWaitForPathDirMadeBeforeWatch(t *testing.T) {
+	root := tempDir(t)
+	m := newTestManager(t, Options{})
+	target := filepath.Join(root, "x/y/z/ready")
+	deepest := make(chan struct{})
+	var once sync.Once
+	testHookBeforeWatch = func(dir string) {
+		switch dir {
+		case filepath.Join(root, "x"): // as if mkdir -p ran on between the look and the watch
+			assert.NoError(t, os.MkdirAll(filepath.Join(root, "x/y/z"), 0o755))
+		case filepath.Join(root, "x/y/z"):
+			once.Do(func() { close(deepest) })
+		}
+	}
+	t.Cleanup(func() { testHookBeforeWatch = nil })
+	got := make(chan bool, 1)
+	go func() {
+		ok, err := m.WaitForPath(t.Context(), target, true)
+		assert.NoError(t, err)
+		got <- ok
+	}()
+	// Whether the wait first watches root or, if late, x itself, the
+	// hook makes y/z before x's watch is set.
+	require.NoError(t, os.Mkdir(filepath.Join(root, "x"), 0o755))
+	select {
+	case <-deepest:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the wait never went down to x/y/z")
+	}
+	require.NoError(t, os.WriteFile(target, nil, 0o644))
+	select {
+	case ok := <-got:
+		assert.True(t, ok)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the wait did not see the path appear")
+	}
 }

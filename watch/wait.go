@@ -28,16 +28,23 @@ func (m *Manager) WaitForPath(ctx context.Context, path string, exists bool) (bo
 	watched := ""
 	for {
 		// Watch first, then look: a change between the two is then seen
-		// by both, never by neither.
+		// by both, never by neither. That holds for the deepest directory
+		// too: one made inside dir before its watch was set sends no
+		// event, so once the watch is set the deepest is looked for again,
+		// until it is the one watched.
 		dir := deepestDir(path)
 		if dir != watched {
 			if watched != "" {
 				_ = fw.Remove(watched)
 			}
+			if testHookBeforeWatch != nil {
+				testHookBeforeWatch(dir)
+			}
 			if err := fw.Add(dir); err != nil {
 				return false, err
 			}
 			watched = dir
+			continue
 		}
 		if present(path) == exists {
 			return true, nil
@@ -61,6 +68,10 @@ func (m *Manager) WaitForPath(ctx context.Context, path string, exists bool) (bo
 		}
 	}
 }
+
+// testHookBeforeWatch, if set, is called with the directory WaitForPath
+// is about to watch, before it does.
+var testHookBeforeWatch func(dir string)
 
 func present(path string) bool {
 	_, err := os.Lstat(path)
