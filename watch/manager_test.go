@@ -232,3 +232,22 @@ func TestWaitForPathDirMadeBeforeWatch(t *testing.T) {
 		t.Fatal("the wait did not see the path appear")
 	}
 }
+
+// TestWaitForPathDirGoneBeforeWatch: the deepest directory removed between
+// the wait's look and its watch is not an error: the wait looks again.
+func TestWaitForPathDirGoneBeforeWatch(t *testing.T) {
+	root := tempDir(t)
+	m := newTestManager(t, Options{})
+	require.NoError(t, os.MkdirAll(filepath.Join(root, "x/y/z"), 0o755))
+	target := filepath.Join(root, "x/y/z/ready")
+	require.NoError(t, os.WriteFile(target, nil, 0o644))
+	testHookBeforeWatch = func(dir string) {
+		if dir == filepath.Join(root, "x/y/z") { // as if rm -rf ran between the look and the watch
+			assert.NoError(t, os.RemoveAll(filepath.Join(root, "x")))
+		}
+	}
+	t.Cleanup(func() { testHookBeforeWatch = nil })
+	ok, err := m.WaitForPath(t.Context(), target, false)
+	require.NoError(t, err)
+	assert.True(t, ok)
+}

@@ -41,6 +41,10 @@ func (m *Manager) WaitForPath(ctx context.Context, path string, exists bool) (bo
 				testHookBeforeWatch(dir)
 			}
 			if err := fw.Add(dir); err != nil {
+				if errors.Is(err, os.ErrNotExist) {
+					watched = "" // gone between the look and the watch: look again
+					continue
+				}
 				return false, err
 			}
 			watched = dir
