@@ -9,8 +9,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/gorilla/mux"
-
 	"github.com/sandbox-executor/sandbox-executor/internal/logfield"
 )
 
@@ -160,14 +158,10 @@ func (s *Server) requestDone(st *requestState, r *http.Request, took time.Durati
 	ev.Msg("request")
 }
 
-// labelRoute is the router's middleware that tells the access middleware
-// which route matched: mux runs it only for a match, for the routes of
-// subrouters too, with the route in the request.
-func (s *Server) labelRoute(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		stateOf(r).route = routeTemplate(mux.CurrentRoute(r))
-		next.ServeHTTP(w, r)
-	})
+// labelRoute tells the access middleware which route matched; the router
+// calls it for a match only.
+func (s *Server) labelRoute(r *http.Request, template string) {
+	stateOf(r).route = template
 }
 
 // labelUnrouted labels a request refused before routing (a 401, a 400 for
@@ -178,20 +172,7 @@ func (s *Server) labelUnrouted(r *http.Request) {
 	if !ok || st.route != "" {
 		return
 	}
-	var m mux.RouteMatch
-	if s.router.Match(r, &m) && m.MatchErr == nil {
-		st.route = routeTemplate(m.Route)
+	if tpl, ok := s.router.Match(r); ok {
+		st.route = tpl
 	}
-}
-
-// routeTemplate returns route's path template, such as "/run"; "" for none.
-func routeTemplate(route *mux.Route) string {
-	if route == nil {
-		return ""
-	}
-	tpl, err := route.GetPathTemplate()
-	if err != nil {
-		return ""
-	}
-	return tpl
 }

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/getkin/kin-openapi/openapi3"
-	"github.com/gorilla/mux"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -47,18 +46,12 @@ func TestOpenAPIRoutesMatchDocument(t *testing.T) {
 	for _, base := range []string{"", "/base"} {
 		_, s := newTestServer(t, testServer{cfg: Config{BasePath: base}, runner: &executor.Runner{}})
 		var inRouter []string
-		err := s.router.Walk(func(route *mux.Route, _ *mux.Router, _ []*mux.Route) error {
-			if route.GetHandler() == nil {
-				return nil // where a subrouter is mounted: its routes are walked too
-			}
-			tpl, err := route.GetPathTemplate()
-			require.NoError(t, err)
+		s.router.walk(func(tpl string, methods []string) {
 			if rest, ok := strings.CutPrefix(tpl, base); base != "" && ok && strings.HasPrefix(rest, "/") {
 				tpl = rest
 			}
 			tpl = muxVar.ReplaceAllString(tpl, "{$1}")
-			methods, err := route.GetMethods()
-			if err != nil {
+			if methods == nil {
 				// A route that takes every method is the document's path
 				// that says so with x-any-method, whose operations are
 				// the methods OpenAPI can name.
@@ -72,9 +65,7 @@ func TestOpenAPIRoutesMatchDocument(t *testing.T) {
 			for _, m := range methods {
 				inRouter = append(inRouter, m+" "+tpl)
 			}
-			return nil
 		})
-		require.NoError(t, err)
 		// What is not a route is a JSON 404 or 405, as the document says.
 		assert.NotNil(t, s.router.NotFoundHandler)
 		assert.NotNil(t, s.router.MethodNotAllowedHandler)

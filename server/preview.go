@@ -14,7 +14,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/gorilla/mux"
 	"github.com/rs/zerolog"
 
 	"github.com/sandbox-executor/sandbox-executor/internal/h1"
@@ -248,7 +247,7 @@ func (s *Server) previewError(w http.ResponseWriter, r *http.Request, err error)
 // handlePreviewPath serves /proxy/{port}/{rest}, any method: the request
 // goes to the app on port with the path rest, as sent.
 func (s *Server) handlePreviewPath(w http.ResponseWriter, r *http.Request) error {
-	port, err := s.previewPort(mux.Vars(r)["port"])
+	port, err := s.previewPort(r.PathValue("port"))
 	if err != nil {
 		return err
 	}
@@ -260,7 +259,7 @@ func (s *Server) handlePreviewPath(w http.ResponseWriter, r *http.Request) error
 // handlePreviewRoot serves /proxy/{port} (GET and HEAD) with a redirect to
 // /proxy/{port}/, where the app's relative links resolve.
 func (s *Server) handlePreviewRoot(w http.ResponseWriter, r *http.Request) error {
-	if _, err := s.previewPort(mux.Vars(r)["port"]); err != nil {
+	if _, err := s.previewPort(r.PathValue("port")); err != nil {
 		return err
 	}
 	loc, _, _ := strings.Cut(r.RequestURI, "?")

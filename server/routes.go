@@ -13,7 +13,7 @@ func (s *Server) requestPath() http.Handler {
 		s.serveConnect, // CONNECT tunnels leave here: an authority-form target (127.0.0.1:22) has no path to route
 		s.routeHost,    // previews by host name leave here, to the app, with their path as sent
 		s.routePath,    // the path cleaned ("//run" as /run), and the base path cut
-		s.requireToken, // the bearer token, before the router: mux skips a subrouter's middleware for 404 and 405
+		s.requireToken, // the bearer token, before the router, so that 404 and 405 need it too
 	)
 }
 
@@ -29,8 +29,8 @@ func chain(h http.Handler, layers ...func(http.Handler) http.Handler) http.Handl
 // layers around it.
 func (s *Server) routes() {
 	// Labels every matched request with its route's template, for the
-	// metrics; the routes of subrouters too. mux runs it only for a match.
-	s.router.Use(s.labelRoute)
+	// metrics.
+	s.router.matched = s.labelRoute
 	s.router.NotFoundHandler = s.wrap(func(w http.ResponseWriter, r *http.Request) error {
 		return errorf(http.StatusNotFound, "no such endpoint: %s", r.URL.Path)
 	})
@@ -40,8 +40,7 @@ func (s *Server) routes() {
 	get, post, head, put := http.MethodGet, http.MethodPost, http.MethodHead, http.MethodPut
 	r := s.router
 
-	// Previews by path come first: mux tries the routes in order, and a
-	// page load sends dozens of these at once, where each API call is one.
+	// Previews by path: a page load sends dozens of these at once.
 	r.Handle("/proxy/{port:[0-9]+}", s.wrap(s.handlePreviewRoot)).Methods(get, http.MethodHead)
 	// Any method, WebDAV's and other extensions' too: the document lists
 	// those it can name and says so with x-any-method.

@@ -14,7 +14,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gorilla/mux"
 	"github.com/rs/zerolog"
 	"golang.org/x/sync/semaphore"
 
@@ -147,7 +146,7 @@ type Server struct {
 	ids      requestIDs
 	bodies   *semaphore.Weighted // see Config.BodyBudget
 	cfg      Config
-	router   *mux.Router
+	router   *router
 	handler  http.Handler
 	started  time.Time
 	tunnels  *tunnels.Registry
@@ -192,7 +191,7 @@ func New(log zerolog.Logger, auth *Auth, deps Deps, cfg Config) *Server {
 	cfg.BasePath = strings.TrimRight(cfg.BasePath, "/")
 	s := &Server{log: log, auth: auth, runner: deps.Runner, procs: deps.Procs, fwd: deps.Forwarder,
 		terms: deps.Terminals, sessions: deps.Sessions, tunnels: deps.Tunnels, exec: deps.Exec, contexts: deps.Contexts, cfg: cfg,
-		router: mux.NewRouter().SkipClean(true), started: time.Now(), freeSpace: files.FreeSpace} // routePath cleans
+		router: newRouter(), started: time.Now(), freeSpace: files.FreeSpace}
 	if s.search = deps.Search; s.search == nil {
 		s.search = &search.Searcher{}
 	}
@@ -282,9 +281,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.S
 // routePath serves a request as if its path were clean ("//run" and
 // "/./run" as /run: clients that join a base URL ending in "/" with
 // "/run" send the first) and, under cfg.BasePath, as if it had come
-// without the prefix. mux's own cleaning is off: it answers a redirect
-// with an empty body, which a client follows as a GET, and which drops
-// the prefix.
+// without the prefix. It does not answer with a redirect, as
+// http.ServeMux and gorilla/mux's cleaning do: a redirect with an empty
+// body is followed as a GET, and drops the prefix.
 func (s *Server) routePath(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p := cleanPath(r.URL.Path)
@@ -311,8 +310,8 @@ func (s *Server) routePath(next http.Handler) http.Handler {
 	})
 }
 
-// cleanPath is path.Clean of an absolute p that keeps a trailing slash,
-// as mux's cleaning does: "/run/" stays distinct from "/run".
+// cleanPath is path.Clean of an absolute p that keeps a trailing slash:
+// "/run/" stays distinct from "/run", which the router does not match.
 func cleanPath(p string) string {
 	if p == "" {
 		return "/"

@@ -8,8 +8,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/gorilla/mux"
-
 	"github.com/sandbox-executor/sandbox-executor/watch"
 )
 
@@ -55,7 +53,7 @@ func (s *Server) handleWatchCreate(w http.ResponseWriter, r *http.Request) error
 // text/event-stream, the kept watch's event stream (Last-Event-ID
 // resumes after that id); else a long poll of the events after cursor.
 func (s *Server) handleWatchEvents(w http.ResponseWriter, r *http.Request) error {
-	k, err := s.watches.Get(mux.Vars(r)["id"])
+	k, err := s.watches.Get(r.PathValue("id"))
 	if err != nil {
 		return err
 	}
@@ -138,7 +136,7 @@ func durationParam(v string, def, max time.Duration, field string) (time.Duratio
 
 // handleWatchDelete serves DELETE /watches/{id}.
 func (s *Server) handleWatchDelete(w http.ResponseWriter, r *http.Request) error {
-	if err := s.watches.Delete(mux.Vars(r)["id"]); err != nil {
+	if err := s.watches.Delete(r.PathValue("id")); err != nil {
 		return err
 	}
 	encode(w, http.StatusOK, map[string]any{"success": true})
