@@ -151,12 +151,9 @@ func probe(ctx context.Context, client *http.Client, s Spec, addr string) *probe
 	defer cancel()
 	hostPort := net.JoinHostPort(addr, strconv.Itoa(s.Port))
 	if s.Mode != ModeHTTP {
-		var d net.Dialer
-		c, err := d.DialContext(ctx, "tcp", hostPort)
-		if err != nil {
+		if err := dialTCP(ctx, net.ParseIP(addr), s.Port); err != nil {
 			return dialError(addr, err)
 		}
-		_ = c.Close()
 		return nil
 	}
 	path := s.Path
