@@ -150,13 +150,7 @@ func (s *Server) routeHost(next http.Handler) http.Handler {
 
 // exposedFor returns the exposure r's host names, or nil.
 func (s *Server) exposedFor(r *http.Request) *exposure {
-	host := r.Host
-	if s.cfg.TrustForwardedHost {
-		if fwd := lastForwarded(r.Header, "X-Forwarded-Host"); fwd != "" {
-			host = fwd
-		}
-	}
-	port, ok := hostPort(host)
+	port, ok := hostPort(s.requestOrigin(r).host)
 	if !ok {
 		return nil
 	}

@@ -192,16 +192,15 @@ func (rt *router) route(r *http.Request, setValues bool) (http.Handler, string, 
 	if p := rt.exact[path]; p != nil {
 		return p.handler(r.Method), p.template, true
 	}
+	var into *http.Request // where a match sets its path values
+	if setValues {
+		into = r
+	}
 	pathMatched := false
-	for _, p := range rt.patterns {
-		if !p.match(path, nil) {
-			continue
-		}
-		pathMatched = true
-		if h := p.handler(r.Method); h != nil {
-			if setValues {
-				p.match(path, r)
-			}
+	for _, p := range rt.patterns { // each matched once: the method first
+		if h := p.handler(r.Method); h == nil {
+			pathMatched = pathMatched || p.match(path, nil)
+		} else if p.match(path, into) {
 			return h, p.template, true
 		}
 	}
