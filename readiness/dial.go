@@ -4,7 +4,6 @@ import (
 	"context"
 	"net"
 	"os"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -13,15 +12,16 @@ import (
 // pollSlice is how long dialTCP's poll waits before it looks at ctx again.
 const pollSlice = 50 * time.Millisecond
 
-// dialTCP connects to ip:port, and closes the connection at once. It
-// waits for the connection in a poll(2) of its own thread rather than in
-// the runtime's poller: a loopback connection is made within the
-// connect, and parking the goroutine until the poller wakes it cost most
-// of a probe on a VM that halts its idle vCPUs (wait_for_port was 2.4–3×
-// GET /health in quiet runs, figure 18). It gives up at ctx's end or
-// after probeTimeout. Its errors are net.Dial's: a *net.OpError "dial"
-// whose Err is the connect's error, or os.ErrDeadlineExceeded.
-func dialTCP(ctx context.Context, ip net.IP, port int) error {
+// dialTCP connects to ip:port, and closes the connection at once. A
+// loopback connection is made, or refused, within the connect(2), so it
+// asks again at once, which answers as poll(2) and SO_ERROR would, in one
+// call; only a connection still going on is waited for, in a poll(2) of
+// its own thread rather than in the runtime's poller: parking the
+// goroutine until the poller woke it cost most of a probe on a VM that
+// halts its idle vCPUs (wait_for_port was 2.4–3× GET /health in quiet
+// runs, figure 18). It gives up at ctx's end or at deadline. Its errors are net.Dial's: a *net.OpError "dial" whose Err is
+// the connect's error, or os.ErrDeadlineExceeded.
+func dialTCP(ctx context.Context, deadline time.Time, ip net.IP, port int) error {
 	addr := &net.TCPAddr{IP: ip, Port: port}
 	fail := func(err error) error { return &net.OpError{Op: "dial", Net: "tcp", Addr: addr, Err: err} }
 	var sa unix.Sockaddr
@@ -36,40 +36,47 @@ func dialTCP(ctx context.Context, ip net.IP, port int) error {
 		return fail(os.NewSyscallError("socket", err))
 	}
 	defer unix.Close(fd)
-	switch err := unix.Connect(fd, sa); err {
-	case nil:
-		return nil
-	case unix.EINPROGRESS, unix.EINTR: // the connection goes on: wait for it
-	default:
-		return fail(os.NewSyscallError("connect", err))
+	err = unix.Connect(fd, sa)
+	for {
+		switch err {
+		case nil, unix.EISCONN:
+			return nil
+		case unix.EINPROGRESS, unix.EINTR:
+			// The connection goes on, but a loopback one is made (or
+			// refused) within the call: asking again says which.
+		case unix.EALREADY: // still going on: wait until it is made
+			if err := waitWritable(ctx, fd, deadline); err != nil {
+				return fail(err)
+			}
+		default:
+			return fail(os.NewSyscallError("connect", err))
+		}
+		err = unix.Connect(fd, sa)
 	}
-	deadline := time.Now().Add(probeTimeout)
+}
+
+// waitWritable waits in poll(2) until fd is writable (its connect has
+// ended, made or not), ctx ends, or deadline passes.
+func waitWritable(ctx context.Context, fd int, deadline time.Time) error {
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
 	for {
 		if err := ctx.Err(); err != nil {
-			return fail(err)
+			return err
 		}
 		left := time.Until(deadline)
 		if left <= 0 {
-			return fail(os.ErrDeadlineExceeded)
+			return os.ErrDeadlineExceeded
 		}
 		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLOUT}}
 		n, err := unix.Poll(fds, int(min(left, pollSlice)/time.Millisecond)+1)
 		switch {
 		case err == unix.EINTR || n == 0:
-			continue
 		case err != nil:
-			return fail(os.NewSyscallError("poll", err))
+			return os.NewSyscallError("poll", err)
+		default:
+			return nil
 		}
-		soErr, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_ERROR)
-		switch {
-		case err != nil:
-			return fail(os.NewSyscallError("getsockopt", err))
-		case soErr != 0:
-			return fail(os.NewSyscallError("connect", syscall.Errno(soErr)))
-		}
-		return nil
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"net"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -23,10 +24,10 @@ func TestDialTCP(t *testing.T) {
 		}
 		require.NoError(t, err)
 		port := ln.Addr().(*net.TCPAddr).Port
-		assert.NoError(t, dialTCP(t.Context(), net.ParseIP(ip), port), ip)
+		assert.NoError(t, dialTCP(t.Context(), time.Now().Add(time.Second), net.ParseIP(ip), port), ip)
 		require.NoError(t, ln.Close())
 
-		err = dialTCP(t.Context(), net.ParseIP(ip), port)
+		err = dialTCP(t.Context(), time.Now().Add(time.Second), net.ParseIP(ip), port)
 		var op *net.OpError
 		require.ErrorAs(t, err, &op, ip)
 		assert.Equal(t, "dial", op.Op)
@@ -38,7 +39,7 @@ func TestDialTCP(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	defer ln.Close()
-	err = dialTCP(ctx, net.ParseIP("127.0.0.1"), ln.Addr().(*net.TCPAddr).Port)
+	err = dialTCP(ctx, time.Now().Add(time.Second), net.ParseIP("127.0.0.1"), ln.Addr().(*net.TCPAddr).Port)
 	if err != nil { // a loopback connect may be made before ctx is looked at
 		assert.True(t, errors.Is(err, context.Canceled), "%v", err)
 	}

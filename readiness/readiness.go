@@ -70,15 +70,19 @@ type Result struct {
 	LastError string
 }
 
-// addrs are the addresses probed, in order.
-var addrs = [...]string{"127.0.0.1", "::1"}
+// probed are the addresses probed, in order.
+var probed = [...]struct {
+	name string // as a Result's Address gives it
+	ip   net.IP
+}{{"127.0.0.1", net.IPv4(127, 0, 0, 1)}, {"::1", net.IPv6loopback}}
 
 // Wait probes s's port until it is ready, s.Timeout passes, exited is
 // closed (the process serving it ended: nil means never), or ctx ends.
+// The first round of probes comes before any timer is made: a tcp probe
+// needs none, and a port already listening is the common case.
 func Wait(ctx context.Context, s Spec, exited <-chan struct{}) Result {
 	start := time.Now()
-	ctx, cancel := context.WithTimeout(ctx, s.timeout())
-	defer cancel()
+	deadline := start.Add(s.timeout())
 	var client *http.Client // only http probes need one
 	if s.Mode == ModeHTTP {
 		client = &http.Client{
@@ -88,13 +92,13 @@ func Wait(ctx context.Context, s Spec, exited <-chan struct{}) Result {
 		}
 		defer client.CloseIdleConnections()
 	}
-	var lastErr string
+	addr, lastErr := probeRound(ctx, deadline, client, s)
+	if addr != "" {
+		return Result{Ready: true, Address: addr, Waited: time.Since(start)}
+	}
+	ctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
 	for gap := firstGap; ; gap = min(2*gap, maxGap) {
-		addr, errText := probeRound(ctx, client, s)
-		if addr != "" {
-			return Result{Ready: true, Address: addr, Waited: time.Since(start)}
-		}
-		lastErr = errText
 		timer := time.NewTimer(gap)
 		select {
 		case <-timer.C:
@@ -109,17 +113,25 @@ func Wait(ctx context.Context, s Spec, exited <-chan struct{}) Result {
 			}
 			return Result{Reason: reason, LastError: lastErr, Waited: time.Since(start)}
 		}
+		if addr, lastErr = probeRound(ctx, deadline, client, s); addr != "" {
+			return Result{Ready: true, Address: addr, Waited: time.Since(start)}
+		}
 	}
 }
 
-// probeRound probes each address once, and returns the one that is ready,
-// or the round's most telling error.
-func probeRound(ctx context.Context, client *http.Client, s Spec) (ready, lastErr string) {
+// probeRound probes each address once, each probe ending by probeTimeout
+// or deadline, and returns the address that is ready, or the round's most
+// telling error.
+func probeRound(ctx context.Context, deadline time.Time, client *http.Client, s Spec) (ready, lastErr string) {
 	var best probeError
-	for _, a := range addrs {
-		err := probe(ctx, client, s, a)
+	for _, a := range probed {
+		end := time.Now().Add(probeTimeout)
+		if deadline.Before(end) {
+			end = deadline
+		}
+		err := probe(ctx, end, client, s, a.name, a.ip)
 		if err == nil {
-			return a, ""
+			return a.name, ""
 		}
 		if err.rank > best.rank || best.msg == "" {
 			best = *err
@@ -146,16 +158,16 @@ const (
 	rankStatus
 )
 
-func probe(ctx context.Context, client *http.Client, s Spec, addr string) *probeError {
-	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
-	defer cancel()
-	hostPort := net.JoinHostPort(addr, strconv.Itoa(s.Port))
+func probe(ctx context.Context, deadline time.Time, client *http.Client, s Spec, addr string, ip net.IP) *probeError {
 	if s.Mode != ModeHTTP {
-		if err := dialTCP(ctx, net.ParseIP(addr), s.Port); err != nil {
+		if err := dialTCP(ctx, deadline, ip, s.Port); err != nil {
 			return dialError(addr, err)
 		}
 		return nil
 	}
+	ctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	hostPort := net.JoinHostPort(addr, strconv.Itoa(s.Port))
 	path := s.Path
 	if path == "" || path[0] != '/' {
 		path = "/" + path
