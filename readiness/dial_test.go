@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"net"
+	"os"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 )
 
 // dialTCP answers as net.Dial does: nil where something listens, on
@@ -43,4 +46,39 @@ func TestDialTCP(t *testing.T) {
 	if err != nil { // a loopback connect may be made before ctx is looked at
 		assert.True(t, errors.Is(err, context.Canceled), "%v", err)
 	}
+}
+
+// A connection the listener does not take (its accept queue is full, so
+// the kernel drops the SYN) goes on after the connect; dialTCP waits for
+// it until its deadline, or until ctx ends, and says which.
+func TestDialTCPInProgress(t *testing.T) {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	require.NoError(t, err)
+	defer unix.Close(fd)
+	require.NoError(t, unix.Bind(fd, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}))
+	require.NoError(t, unix.Listen(fd, 0)) // never accepted: the queue fills
+	sa, err := unix.Getsockname(fd)
+	require.NoError(t, err)
+	port := sa.(*unix.SockaddrInet4).Port
+	full := false
+	for i := 0; i < 16 && !full; i++ { // fill the queue until a connect hangs
+		c, err := net.DialTimeout("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), 200*time.Millisecond)
+		if err != nil {
+			full = true
+			continue
+		}
+		defer c.Close()
+	}
+	require.True(t, full, "the listener's queue never filled")
+
+	start := time.Now()
+	err = dialTCP(t.Context(), time.Now().Add(300*time.Millisecond), net.ParseIP("127.0.0.1"), port)
+	assert.ErrorIs(t, err, os.ErrDeadlineExceeded)
+	assert.GreaterOrEqual(t, time.Since(start), 300*time.Millisecond)
+
+	ctx, cancel := context.WithCancel(t.Context())
+	time.AfterFunc(100*time.Millisecond, cancel)
+	err = dialTCP(ctx, time.Now().Add(10*time.Second), net.ParseIP("127.0.0.1"), port)
+	assert.ErrorIs(t, err, context.Canceled)
+	assert.Less(t, time.Since(start), 5*time.Second)
 }
