@@ -45,6 +45,9 @@ type Match struct {
 	TextTruncated bool     `json:"text_truncated,omitempty"`
 	Before        []string `json:"before,omitempty"` // up to Context lines before, nearest last
 	After         []string `json:"after,omitempty"`  // up to Context lines after
+	// ContextTruncated says that a line of Before or After was over
+	// maxText bytes, and was cut to its first maxText ending in "…".
+	ContextTruncated bool `json:"context_truncated,omitempty"`
 }
 
 // GrepReply is a grep's answer. Matches is nil (and omitted) in the

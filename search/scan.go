@@ -7,8 +7,16 @@ import (
 	"unicode/utf8"
 )
 
-// maxText is the longest line a match returns whole, in bytes.
+// maxText is the longest line a match returns whole, in bytes, its own
+// or a line of its context.
 const maxText = 240
+
+// MaxLineBytes is the longest line a Match holds whole, in bytes: its
+// Text, or a line of its context.
+const MaxLineBytes = maxText
+
+// contextCut ends a context line that was cut.
+const contextCut = "…"
 
 // textLead is how much of a long line is kept before its match.
 const textLead = 60
@@ -194,7 +202,11 @@ func (g *grep) after(data []byte, pos int) [][]byte {
 // makeMatch builds the match of line number n, text, whose first match
 // is at byte col; both engines build theirs here, so they agree.
 func makeMatch(path string, n int, text []byte, col int, before, after [][]byte) Match {
-	m := Match{Path: path, Line: n, Column: col + 1, Before: strs(before), After: strs(after)}
+	m := Match{Path: path, Line: n, Column: col + 1}
+	var cutBefore, cutAfter bool
+	m.Before, cutBefore = contextLines(before)
+	m.After, cutAfter = contextLines(after)
+	m.ContextTruncated = cutBefore || cutAfter
 	if len(text) <= maxText {
 		m.Text = string(text)
 		return m
@@ -211,13 +223,26 @@ func makeMatch(path string, n int, text []byte, col int, before, after [][]byte)
 	return m
 }
 
-func strs(ls [][]byte) []string {
+// contextLines returns ls as strings, each line over maxText bytes cut
+// to its first maxText bytes (at a rune boundary) and ended with
+// contextCut; cut reports whether any was. A context line has no match to
+// cut around, and a minified file's single line would otherwise come
+// whole, once per match, as often as context asks.
+func contextLines(ls [][]byte) (out []string, cut bool) {
 	if len(ls) == 0 {
-		return nil
+		return nil, false
 	}
-	s := make([]string, len(ls))
+	out = make([]string, len(ls))
 	for i, l := range ls {
-		s[i] = string(l)
+		if len(l) <= maxText {
+			out[i] = string(l)
+			continue
+		}
+		end := maxText
+		for end > 0 && !utf8.RuneStart(l[end]) {
+			end--
+		}
+		out[i], cut = string(l[:end])+contextCut, true
 	}
-	return s
+	return out, cut
 }

@@ -278,6 +278,37 @@ func TestLinesAndColumns(t *testing.T) {
 	}
 }
 
+// Context lines over maxText bytes are cut to their first maxText bytes,
+// at a rune boundary, ending in "…", and the match says so; a line of
+// exactly maxText bytes is whole. Both engines agree.
+func TestContextLinesCut(t *testing.T) {
+	runeAcross := strings.Repeat("a", maxText-1) + "é" + "tail" // é's 2 bytes straddle the cut
+	exact := strings.Repeat("b", maxText)
+	huge := strings.Repeat("x", 1<<20)
+	root := writeTree(t, map[string]string{
+		"min.js":   runeAcross + "\n" + exact + "\nneedle\n" + huge + "\n",
+		"short.js": "one\nneedle\ntwo\n",
+	})
+	for name, s := range engines() {
+		t.Run(name, func(t *testing.T) {
+			rep, err := s.Grep(t.Context(), GrepRequest{Pattern: "needle", Path: root, Context: 2})
+			require.NoError(t, err)
+			require.Len(t, rep.Matches, 2)
+			m := rep.Matches[0]
+			assert.Equal(t, filepath.Join(root, "min.js"), m.Path)
+			assert.Equal(t, []string{strings.Repeat("a", maxText-1) + contextCut, exact}, m.Before)
+			assert.Equal(t, []string{strings.Repeat("x", maxText) + contextCut}, m.After)
+			assert.True(t, m.ContextTruncated)
+			assert.False(t, m.TextTruncated)
+
+			m = rep.Matches[1]
+			assert.Equal(t, []string{"one"}, m.Before)
+			assert.Equal(t, []string{"two"}, m.After)
+			assert.False(t, m.ContextTruncated)
+		})
+	}
+}
+
 func TestErrors(t *testing.T) {
 	root := fixture(t)
 	s := New(LookRG())

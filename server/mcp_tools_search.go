@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/sandbox-executor/sandbox-executor/mcp"
 	"github.com/sandbox-executor/sandbox-executor/search"
@@ -23,7 +22,6 @@ const (
 	maxToolMatches = 1_000
 	maxToolContext = 20
 	maxToolFound   = 5_000
-	maxContextLine = 240 // bytes, as the search cuts a match's own line
 )
 
 // walkProps are the arguments grep and find_files share.
@@ -70,7 +68,7 @@ func (s *Server) callGrep(ctx context.Context, raw json.RawMessage) mcp.Result {
 		if err != nil {
 			return mcp.Errorf(err.Error())
 		}
-		cut := cutContext(rep.Matches)
+		cut := contextCut(rep.Matches)
 		text, fit := grepText(rep.Matches)
 		if fit < len(rep.Matches) {
 			req.MaxResults = fit
@@ -85,26 +83,14 @@ func (s *Server) callGrep(ctx context.Context, raw json.RawMessage) mcp.Result {
 	return mcp.Errorf("the files changed while they were searched; search again")
 }
 
-// cutContext cuts the context lines of ms over maxContextLine bytes, as
-// the search cuts a match's own line, and reports whether it cut any.
-func cutContext(ms []search.Match) bool {
-	cut := false
-	trim := func(ls []string) {
-		for i, l := range ls {
-			if len(l) > maxContextLine {
-				end := maxContextLine
-				for end > 0 && !utf8.RuneStart(l[end]) {
-					end--
-				}
-				ls[i], cut = l[:end]+"…", true
-			}
+// contextCut reports whether the search cut a context line of ms.
+func contextCut(ms []search.Match) bool {
+	for _, m := range ms {
+		if m.ContextTruncated {
+			return true
 		}
 	}
-	for _, m := range ms {
-		trim(m.Before)
-		trim(m.After)
-	}
-	return cut
+	return false
 }
 
 // grepText renders ms as grep -n does, with the context lines around
@@ -140,7 +126,7 @@ func grepSummary(req search.GrepRequest, rep *search.GrepReply, cutContext bool,
 	fmt.Fprintf(&b, "[%d matches in %d files; %d files searched%s]", len(rep.Matches), rep.FilesMatched,
 		rep.FilesScanned, skippedText(rep.Skipped))
 	if cutContext {
-		fmt.Fprintf(&b, "\n[context lines over %d bytes were cut, ending in …: read_file shows them whole]", maxContextLine)
+		fmt.Fprintf(&b, "\n[context lines over %d bytes were cut, ending in …: read_file shows them whole]", search.MaxLineBytes)
 	}
 	if rep.Truncated {
 		b.WriteString("\n" + stoppedText("grep", req.MaxResults, 200, rep.StoppedBy, rep.Cursor, why))
