@@ -32,10 +32,10 @@ func sharedDir(t *testing.T) string {
 	return dir
 }
 
-// startAsNobody runs this test binary's TestHelperSwapper as nobody, with
-// env, and stops it (by its pid) when the test ends. The binary is copied
-// where nobody may run it.
-func startAsNobody(t *testing.T, shared string, env ...string) {
+// startAsNobody runs this test binary's helper test (a TestHelper...
+// function) as nobody, with env, and stops it (by its pid) when the test
+// ends. The binary is copied where nobody may run it.
+func startAsNobody(t *testing.T, shared, helper string, env ...string) {
 	t.Helper()
 	self, err := os.Executable()
 	require.NoError(t, err)
@@ -43,7 +43,7 @@ func startAsNobody(t *testing.T, shared string, env ...string) {
 	b, err := os.ReadFile(self)
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(bin, b, 0o755))
-	cmd := exec.Command(bin, "-test.run=^TestHelperSwapper$", "-test.count=1")
+	cmd := exec.Command(bin, "-test.run=^"+helper+"$", "-test.count=1")
 	cmd.Env = append([]string{"PATH=/usr/bin:/bin"}, env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobodyID, Gid: nobodyID}}
 	var out bytes.Buffer
@@ -110,7 +110,7 @@ func TestExtractSwapRace(t *testing.T) {
 		ents = append(ents, ent{name: fmt.Sprintf("sub/f%d", i), body: "x"}, ent{name: fmt.Sprintf("top%d", i), body: "y"})
 	}
 	archive := mkTar(t, false, ents...)
-	startAsNobody(t, shared, "SWAP_DIR="+work, "SWAP_TARGET="+secret)
+	startAsNobody(t, shared, "TestHelperSwapper", "SWAP_DIR="+work, "SWAP_TARGET="+secret)
 
 	start := time.Now()
 	for i := 0; i < 200 && time.Since(start) < 8*time.Second; i++ {

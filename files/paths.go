@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -16,9 +15,6 @@ import (
 // ErrNeedsRecursive is Copy's error for a directory copied without
 // recursive: the client's mistake.
 var ErrNeedsRecursive = errors.New("a directory is copied only with recursive")
-
-// maxCopyDepth bounds the directories a copy descends into.
-const maxCopyDepth = 256
 
 // Move renames from to to, as o (nil: the agent; the kernel checks o's
 // rights). A missing from is fs.ErrNotExist; an existing to is EEXIST
@@ -46,7 +42,7 @@ func Move(ctx context.Context, from, to string, overwrite bool, o *Owner) error 
 		if err := src.copyInto(ctx, overwrite); err != nil {
 			return err
 		}
-		return os.RemoveAll(src.fromPath())
+		return removeAll(ctx, src.fromDir, src.fromName, src.fromPath())
 	})
 }
 
@@ -152,93 +148,4 @@ func (p *pair) renameFrom(dir *os.File, name string, overwrite bool) error {
 		return &fs.PathError{Op: p.op, Path: p.to, Err: err}
 	}
 	return nil
-}
-
-// copyInto copies from into a temporary directory beside to, then
-// renames the copy into place; the temporary directory goes either way.
-func (p *pair) copyInto(ctx context.Context, overwrite bool) error {
-	if !overwrite {
-		var st unix.Stat_t
-		if unix.Fstatat(int(p.toDir.Fd()), p.toName, &st, unix.AT_SYMLINK_NOFOLLOW) == nil {
-			return &fs.PathError{Op: p.op, Path: p.to, Err: syscall.EEXIST}
-		}
-	}
-	tmp, err := os.MkdirTemp(p.toDirP, ".sandbox-copy-*")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(tmp)
-	if err := copyEntry(ctx, p.fromPath(), filepath.Join(tmp, "c"), 0); err != nil {
-		return err
-	}
-	dir, err := os.OpenFile(tmp, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0)
-	if err != nil {
-		return err
-	}
-	defer dir.Close()
-	return p.renameFrom(dir, "c", overwrite)
-}
-
-// copyEntry copies the file, link or directory at src to dst, which does
-// not exist yet.
-func copyEntry(ctx context.Context, src, dst string, depth int) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	fi, err := os.Lstat(src)
-	if err != nil {
-		return err
-	}
-	switch {
-	case fi.Mode()&fs.ModeSymlink != 0:
-		target, err := os.Readlink(src)
-		if err != nil {
-			return err
-		}
-		return os.Symlink(target, dst)
-	case fi.IsDir():
-		return copyDir(ctx, src, dst, fi.Mode(), depth)
-	case fi.Mode().IsRegular():
-		return copyRegular(src, dst, fi.Mode())
-	}
-	return notRegularError(fmt.Sprintf("copy %s: named pipes, sockets and devices are not copied", src))
-}
-
-func copyDir(ctx context.Context, src, dst string, mode fs.FileMode, depth int) error {
-	if depth >= maxCopyDepth {
-		return &fs.PathError{Op: "copy", Path: src, Err: syscall.ELOOP}
-	}
-	if err := os.Mkdir(dst, 0o700); err != nil {
-		return err
-	}
-	des, err := os.ReadDir(src)
-	if err != nil {
-		return err
-	}
-	for _, de := range des {
-		if err := copyEntry(ctx, filepath.Join(src, de.Name()), filepath.Join(dst, de.Name()), depth+1); err != nil {
-			return err
-		}
-	}
-	return os.Chmod(dst, mode.Perm()|mode&(fs.ModeSetuid|fs.ModeSetgid|fs.ModeSticky))
-}
-
-func copyRegular(src, dst string, mode fs.FileMode) error {
-	in, err := os.OpenFile(src, os.O_RDONLY|unix.O_NOFOLLOW, 0)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW, 0o600)
-	if err != nil {
-		return err
-	}
-	_, err = io.Copy(out, in) // copy_file_range where the kernel can
-	if err == nil {
-		err = out.Chmod(mode.Perm() | mode&(fs.ModeSetuid|fs.ModeSetgid|fs.ModeSticky))
-	}
-	if cerr := out.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }

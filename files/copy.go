@@ -1,0 +1,196 @@
+package files
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// A copy reads its source and writes its copy through directory file
+// descriptors, never by path: the agent may copy as root in directories
+// another user can write, and that user could otherwise swap a directory
+// on the way for a link, to have root read a directory of root's into
+// the copy, or write the copy into a directory of root's (as with
+// extraction; see extract_at.go). Each element is opened with
+// O_NOFOLLOW relative to its parent, and the copy is made in a temporary
+// directory held open from its making to its rename.
+
+// maxCopyDepth bounds the directories a copy descends into.
+const maxCopyDepth = 256
+
+// copyBatch is how many names a copy reads from a directory at a time.
+const copyBatch = 256
+
+// copyInto copies from into a temporary directory made beside to, then
+// renames the copy into place; the temporary directory goes either way.
+func (p *pair) copyInto(ctx context.Context, overwrite bool) error {
+	toDir := int(p.toDir.Fd())
+	if !overwrite {
+		if _, err := lstatAt(toDir, p.toName); err == nil {
+			return &fs.PathError{Op: p.op, Path: p.to, Err: syscall.EEXIST}
+		}
+	}
+	tmpName, tmp, err := makeCopyDir(toDir)
+	if err != nil {
+		return &fs.PathError{Op: "mkdir", Path: p.toDirP, Err: err}
+	}
+	defer removeCopyDir(toDir, tmpName, tmp)
+	if err := copyAt(ctx, int(p.fromDir.Fd()), p.fromName, int(tmp.Fd()), "c", p.fromPath(), 0); err != nil {
+		return err
+	}
+	return p.renameFrom(tmp, "c", overwrite)
+}
+
+// makeCopyDir makes a directory of a new random name in dir, readable by
+// its maker alone, and opens it.
+func makeCopyDir(dir int) (string, *os.File, error) {
+	for range 16 {
+		var b [8]byte
+		_, _ = rand.Read(b[:])
+		name := ".sandbox-copy-" + hex.EncodeToString(b[:])
+		fd, made, err := mkdirOpen(dir, name, 0o700, nil)
+		if err == nil && made {
+			return name, os.NewFile(uintptr(fd), name), nil
+		}
+		if err == nil {
+			unix.Close(fd) // another's, of the same name: never ours to use
+		} else if !errors.Is(err, unix.EEXIST) {
+			return "", nil, err
+		}
+	}
+	return "", nil, unix.EEXIST
+}
+
+// removeCopyDir removes what is left in the temporary directory tmp, by
+// its descriptor, then the directory itself, if name in dir is still it:
+// a directory another user renamed into its place is left alone.
+func removeCopyDir(dir int, name string, tmp *os.File) {
+	defer tmp.Close()
+	st, err := fstat(int(tmp.Fd()))
+	if err != nil {
+		return
+	}
+	_ = removeContents(int(tmp.Fd()))
+	if now, err := lstatAt(dir, name); err == nil && sameFile(now, st) {
+		_ = ignoringEINTR(func() error { return unix.Unlinkat(dir, name, unix.AT_REMOVEDIR) })
+	}
+}
+
+// copyAt copies name, in the directory srcDir, to dstName, which does not
+// exist yet, in dstDir: a link as a link, a directory with everything in
+// it, a regular file with its content; each with its mode. path names
+// the source in errors.
+func copyAt(ctx context.Context, srcDir int, name string, dstDir int, dstName, path string, depth int) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	st, err := lstatAt(srcDir, name)
+	if err != nil {
+		return &fs.PathError{Op: "lstat", Path: path, Err: err}
+	}
+	switch {
+	case isLink(st):
+		target, err := readlinkAt(srcDir, name)
+		if err != nil {
+			return &fs.PathError{Op: "readlink", Path: path, Err: err}
+		}
+		if err := ignoringEINTR(func() error { return unix.Symlinkat(target, dstDir, dstName) }); err != nil {
+			return &fs.PathError{Op: "symlink", Path: path, Err: err}
+		}
+		return nil
+	case isDir(st):
+		return copyDirAt(ctx, srcDir, name, dstDir, dstName, path, depth)
+	case isReg(st):
+		return copyFileAt(srcDir, name, dstDir, dstName, path)
+	}
+	return notRegularError(fmt.Sprintf("copy %s: named pipes, sockets and devices are not copied", path))
+}
+
+// copyDirAt copies the directory name of srcDir, as copyAt does.
+func copyDirAt(ctx context.Context, srcDir int, name string, dstDir int, dstName, path string, depth int) error {
+	if depth >= maxCopyDepth {
+		return &fs.PathError{Op: "copy", Path: path, Err: syscall.ELOOP}
+	}
+	fd, err := openDirAt(srcDir, name) // a link swapped in since the lstat is refused
+	if err != nil {
+		return &fs.PathError{Op: "open", Path: path, Err: err}
+	}
+	src := os.NewFile(uintptr(fd), path)
+	defer src.Close()
+	st, err := fstat(fd)
+	if err != nil {
+		return &fs.PathError{Op: "stat", Path: path, Err: err}
+	}
+	if err := ignoringEINTR(func() error { return unix.Mkdirat(dstDir, dstName, 0o700) }); err != nil {
+		return &fs.PathError{Op: "mkdir", Path: path, Err: err}
+	}
+	dfd, err := ignoringEINTRFD(func() (int, error) { return unix.Openat(dstDir, dstName, dirFlags, 0) })
+	if err != nil {
+		return &fs.PathError{Op: "open", Path: path, Err: err}
+	}
+	dst := os.NewFile(uintptr(dfd), dstName)
+	defer dst.Close()
+	for {
+		names, err := src.Readdirnames(copyBatch)
+		for _, n := range names {
+			if err := copyAt(ctx, fd, n, dfd, n, path+"/"+n, depth+1); err != nil {
+				return err
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return &fs.PathError{Op: "readdirent", Path: path, Err: err}
+		}
+	}
+	mode := st.Mode & 0o7777 // permissions, setuid, setgid, sticky
+	if err := ignoringEINTR(func() error { return unix.Fchmod(dfd, mode) }); err != nil {
+		return &fs.PathError{Op: "chmod", Path: path, Err: err}
+	}
+	return nil
+}
+
+// copyFileAt copies the regular file name of srcDir, as copyAt does.
+func copyFileAt(srcDir int, name string, dstDir int, dstName, path string) error {
+	// O_NONBLOCK: a named pipe swapped in since the lstat must not hold
+	// the open; it is then refused as not regular.
+	fd, err := ignoringEINTRFD(func() (int, error) {
+		return unix.Openat(srcDir, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	})
+	if err != nil {
+		return &fs.PathError{Op: "open", Path: path, Err: err}
+	}
+	in := os.NewFile(uintptr(fd), path)
+	defer in.Close()
+	st, err := fstat(fd)
+	if err != nil {
+		return &fs.PathError{Op: "stat", Path: path, Err: err}
+	}
+	if !isReg(st) {
+		return notRegularError(fmt.Sprintf("copy %s: named pipes, sockets and devices are not copied", path))
+	}
+	ofd, err := ignoringEINTRFD(func() (int, error) {
+		return unix.Openat(dstDir, dstName, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	})
+	if err != nil {
+		return &fs.PathError{Op: "open", Path: path, Err: err}
+	}
+	out := os.NewFile(uintptr(ofd), dstName)
+	_, err = io.Copy(out, in) // copy_file_range where the kernel can
+	if err == nil {
+		err = ignoringEINTR(func() error { return unix.Fchmod(ofd, st.Mode&0o7777) })
+	}
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
