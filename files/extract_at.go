@@ -3,66 +3,25 @@ package files
 import (
 	"errors"
 	"os"
-	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sandbox-executor/sandbox-executor/internal/beneath"
 )
 
 // Extraction works on directory file descriptors, never on paths another
 // user could redirect (Docker's CVE-2018-15664 is the cautionary tale). A
-// path below a directory is opened with openat2's RESOLVE_BENEATH and
-// RESOLVE_NO_SYMLINKS, so that a symbolic link anywhere on the way fails
-// with ELOOP instead of being followed, or, where openat2 is missing (an
-// old kernel, a seccomp filter, gVisor), one element at a time with
-// O_NOFOLLOW, which refuses the same links. The functions here take and
-// return raw descriptors; the caller closes what they return.
+// path below a directory is opened with package beneath, so that a
+// symbolic link anywhere on the way fails with ELOOP instead of being
+// followed. The functions here take and return raw descriptors; the
+// caller closes what they return.
 
 const dirFlags = unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
 
 // openBeneath opens the directory rel ("" for dir itself), a relative
 // path below the directory dir, without following any symbolic link.
 func openBeneath(dir int, rel string) (int, error) {
-	if rel == "" || rel == "." {
-		return ignoringEINTRFD(func() (int, error) { return unix.Openat(dir, ".", dirFlags, 0) })
-	}
-	how := &unix.OpenHow{Flags: dirFlags, Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS}
-	for range 8 { // EAGAIN: a rename elsewhere raced the lookup; bounded, then the slow way
-		fd, err := unix.Openat2(dir, rel, how)
-		switch {
-		case err == nil:
-			return fd, nil
-		case errors.Is(err, unix.EINTR), errors.Is(err, unix.EAGAIN):
-			continue
-		case !errors.Is(err, unix.ENOSYS) && !errors.Is(err, unix.EPERM):
-			return -1, err
-		}
-		break // no openat2 here, or a filter refused it
-	}
-	return walkBeneath(dir, rel)
-}
-
-// walkBeneath is openBeneath one element at a time.
-func walkBeneath(dir int, rel string) (int, error) {
-	fd, err := ignoringEINTRFD(func() (int, error) { return unix.Openat(dir, ".", dirFlags, 0) })
-	if err != nil {
-		return -1, err
-	}
-	for _, elem := range strings.Split(rel, "/") {
-		if elem == "" || elem == "." {
-			continue
-		}
-		if elem == ".." {
-			unix.Close(fd)
-			return -1, unix.EXDEV // as RESOLVE_BENEATH answers it
-		}
-		next, err := ignoringEINTRFD(func() (int, error) { return unix.Openat(fd, elem, dirFlags, 0) })
-		unix.Close(fd)
-		if err != nil {
-			return -1, err
-		}
-		fd = next
-	}
-	return fd, nil
+	return beneath.Open(dir, rel, dirFlags)
 }
 
 func ignoringEINTRFD(fn func() (int, error)) (int, error) {

@@ -1,0 +1,89 @@
+// Package beneath opens a path below a directory file descriptor without
+// following any symbolic link on the way, so that a user who may rename
+// things in the tree cannot redirect an open made with more rights than
+// theirs (Docker's CVE-2018-15664 is the cautionary tale).
+package beneath
+
+import (
+	"errors"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// Open opens rel, a relative path below the directory dir, with flags
+// (O_NOFOLLOW and O_CLOEXEC are added). A symbolic link anywhere on the
+// way, the last element included, fails with ELOOP (or ENOTDIR), and a
+// path that leaves dir ("..") with EXDEV. It uses openat2 with
+// RESOLVE_BENEATH and RESOLVE_NO_SYMLINKS, or, where openat2 is missing
+// (an old kernel, a seccomp filter, gVisor), walks one element at a time
+// with O_NOFOLLOW, which refuses the same links. "" and "." open dir
+// itself. The caller closes the descriptor returned.
+func Open(dir int, rel string, flags int) (int, error) {
+	flags |= unix.O_NOFOLLOW | unix.O_CLOEXEC
+	if rel == "" || rel == "." {
+		return retry(func() (int, error) { return unix.Openat(dir, ".", flags, 0) })
+	}
+	how := &unix.OpenHow{Flags: uint64(flags), Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS}
+	for range 8 { // EAGAIN: a rename elsewhere raced the lookup; bounded, then the slow way
+		fd, err := unix.Openat2(dir, rel, how)
+		switch {
+		case err == nil:
+			return fd, nil
+		case errors.Is(err, unix.EINTR), errors.Is(err, unix.EAGAIN):
+			continue
+		case !errors.Is(err, unix.ENOSYS) && !errors.Is(err, unix.EPERM):
+			return -1, err
+		}
+		break // no openat2 here, or a filter refused it
+	}
+	return walk(dir, rel, flags)
+}
+
+// walk is Open one element at a time: each directory on the way with
+// O_PATH (which needs no read permission), the last with flags.
+func walk(dir int, rel string, flags int) (int, error) {
+	elems := strings.Split(rel, "/")
+	for len(elems) > 0 && (elems[len(elems)-1] == "" || elems[len(elems)-1] == ".") {
+		elems = elems[:len(elems)-1] // "a/b/" and "a/b/." open b
+	}
+	fd, err := retry(func() (int, error) {
+		return unix.Openat(dir, ".", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	})
+	if err != nil {
+		return -1, err
+	}
+	for i, elem := range elems {
+		if elem == "" || elem == "." {
+			continue
+		}
+		if elem == ".." {
+			unix.Close(fd)
+			return -1, unix.EXDEV // as RESOLVE_BENEATH answers it
+		}
+		f := unix.O_PATH | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
+		if i == len(elems)-1 {
+			f = flags
+		}
+		next, err := retry(func() (int, error) { return unix.Openat(fd, elem, f, 0) })
+		unix.Close(fd)
+		if err != nil {
+			return -1, err
+		}
+		fd = next
+	}
+	if len(elems) == 0 { // only "." elements: dir itself, opened with flags
+		unix.Close(fd)
+		return retry(func() (int, error) { return unix.Openat(dir, ".", flags, 0) })
+	}
+	return fd, nil
+}
+
+func retry(fn func() (int, error)) (int, error) {
+	for {
+		fd, err := fn()
+		if !errors.Is(err, unix.EINTR) {
+			return fd, err
+		}
+	}
+}
