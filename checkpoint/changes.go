@@ -5,12 +5,9 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
-	"syscall"
 
 	udiff "github.com/aymanbagabas/go-udiff"
 )
@@ -42,7 +39,12 @@ type Changes struct {
 // first, hashing only the files whose differ. Both lists are sorted by
 // path, so they are walked side by side, with no map of either.
 func (s *Store) Changes(ctx context.Context, m *Manifest, withDiff bool) (*Changes, error) {
-	cur, _, err := scan(m.Path, m.Exclude)
+	t, err := openTree(m.Path)
+	if err != nil {
+		return nil, err
+	}
+	defer t.close()
+	cur, _, err := scan(t, m.Exclude)
 	if err != nil {
 		return nil, err
 	}
@@ -76,7 +78,7 @@ func (s *Store) Changes(ctx context.Context, m *Manifest, withDiff bool) (*Chang
 			ch.ModeChanged = append(ch.ModeChanged, c.Rel)
 		}
 	}
-	if err := s.hashAll(ctx, m.Path, check, nil); err != nil {
+	if err := s.hashAll(ctx, t, check, nil); err != nil {
 		return nil, err
 	}
 	for k, c := range check {
@@ -86,17 +88,17 @@ func (s *Store) Changes(ctx context.Context, m *Manifest, withDiff bool) (*Chang
 	}
 	sort.Strings(ch.Modified)
 	if withDiff {
-		if err := s.diff(m, ch); err != nil {
+		if err := s.diff(t, m, ch); err != nil {
 			return nil, err
 		}
 	}
 	return ch, nil
 }
 
-// diff fills ch.Diff with the files' diffs, in path order. If content
+// diff fills ch.Diff with the diffs of t's files, in path order. If content
 // of m the diff needs is missing from the store, it returns an error
 // wrapping ErrDamaged rather than diff the file as if it were new.
-func (s *Store) diff(m *Manifest, ch *Changes) error {
+func (s *Store) diff(t *tree, m *Manifest, ch *Changes) error {
 	if gone := s.missing(m); len(gone) > 0 {
 		for _, rel := range gone {
 			_, mod := slices.BinarySearch(ch.Modified, rel)
@@ -120,7 +122,7 @@ func (s *Store) diff(m *Manifest, ch *Changes) error {
 			before, okA = s.readObjectCapped(o.SHA256)
 		}
 		if _, deleted := slices.BinarySearch(ch.Deleted, rel); !deleted {
-			after, okB = s.readCapped(filepath.Join(m.Path, filepath.FromSlash(rel)))
+			after, okB = s.readCapped(t, rel)
 		}
 		if !okA && !okB {
 			continue // links, or unreadable on both sides
@@ -136,20 +138,16 @@ func (s *Store) diff(m *Manifest, ch *Changes) error {
 	return nil
 }
 
-// readCapped reads the regular file p, without following a link, if it
-// is at most MaxDiff bytes; ok is false otherwise. A bigger file reads
-// as nil with ok true and a length past the cap, which filePatch takes
-// as too big.
-func (s *Store) readCapped(p string) ([]byte, bool) {
-	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+// readCapped reads the regular file rel of t, without following a link,
+// if it is at most MaxDiff bytes; ok is false otherwise. A bigger file
+// reads as nil with ok true and a length past the cap, which filePatch
+// takes as too big.
+func (s *Store) readCapped(t *tree, rel string) ([]byte, bool) {
+	f, _, err := t.openRegular(rel)
 	if err != nil {
 		return nil, false
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil || !fi.Mode().IsRegular() {
-		return nil, false
-	}
 	data, err := io.ReadAll(io.LimitReader(f, MaxDiff+1))
 	if err != nil {
 		return nil, false

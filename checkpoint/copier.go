@@ -22,14 +22,14 @@ type copier struct {
 	packs   map[string]*packInfo // the packs made durable by finish
 }
 
-// put copies the file p into the pack of *slot (started, or a new one
+// put copies the file rel of t into the pack of *slot (started, or a new one
 // begun past packMax) while hashing it with h, unless the store, or
 // another put, has its content already. buf is smallMax+1 bytes: a file
 // that fits is read whole, and written only if it is new; a bigger one, or
 // one that grew while read, is streamed into the pack, and taken back if
 // it was not new.
-func (c *copier) put(p string, h hash.Hash, buf []byte, slot **packWriter) (string, int64, error) {
-	f, size, err := openRegular(p)
+func (c *copier) put(t *tree, rel string, h hash.Hash, buf []byte, slot **packWriter) (string, int64, error) {
+	f, size, err := t.openRegular(rel)
 	if err != nil {
 		return "", 0, err
 	}

@@ -17,8 +17,6 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
-
-	"golang.org/x/sys/unix"
 )
 
 // hashWorkers is how many files are hashed at once: reading is mostly
@@ -44,7 +42,12 @@ func (s *Store) Create(ctx context.Context, root, name string, exclude []string)
 	}
 	s.op.Lock()
 	defer s.op.Unlock()
-	files, dirs, err := scan(root, exclude)
+	t, err := openTree(root)
+	if err != nil {
+		return nil, err
+	}
+	defer t.close()
+	files, dirs, err := scan(t, exclude)
 	if err != nil {
 		return nil, err
 	}
@@ -52,7 +55,7 @@ func (s *Store) Create(ctx context.Context, root, name string, exclude []string)
 		Files: files, Dirs: dirs, RootMode: modeBits(fi.Mode())}
 	s.reuseHashes(m)
 	cp := &copier{s: s, copied: map[string]loc{}}
-	err = s.store(ctx, root, m.Files, cp)
+	err = s.store(ctx, t, m.Files, cp)
 	if err == nil {
 		m.Files = dropGone(m.Files)
 		m.Bytes = cp.bytes()
@@ -73,7 +76,7 @@ func newHash() hash.Hash { return sha256.New() }
 // the copies of content already held dropped; else they are hashed
 // first, and copied only if what is new fits: either way the budget is
 // checked before anything is copied.
-func (s *Store) store(ctx context.Context, root string, files []Entry, cp *copier) error {
+func (s *Store) store(ctx context.Context, t *tree, files []Entry, cp *copier) error {
 	var unread int64
 	for _, f := range files {
 		if f.SHA256 == "" && f.Link == "" {
@@ -81,9 +84,9 @@ func (s *Store) store(ctx context.Context, root string, files []Entry, cp *copie
 		}
 	}
 	if s.Stored()+unread <= s.budget {
-		return s.hashAll(ctx, root, files, cp)
+		return s.hashAll(ctx, t, files, cp)
 	}
-	if err := s.hashAll(ctx, root, files, nil); err != nil {
+	if err := s.hashAll(ctx, t, files, nil); err != nil {
 		return err
 	}
 	files = dropGone(files)
@@ -92,7 +95,7 @@ func (s *Store) store(ctx context.Context, root string, files []Entry, cp *copie
 		return fmt.Errorf("%w: the checkpoint needs %d bytes of new content, and the store holds %d of its checkpoint budget %s (-checkpoint-budget)",
 			ErrBudget, need, s.Stored(), s.budgetText)
 	}
-	return s.copyAll(ctx, root, files, fresh, cp)
+	return s.copyAll(ctx, t, files, fresh, cp)
 }
 
 // dropGone removes the files found gone when they were read.
@@ -141,8 +144,8 @@ func (s *Store) reuseHashes(m *Manifest) {
 // and, with cp, copies them into the store as it reads them. The workers
 // take the next file from a shared counter, not a channel: 10,000 small
 // files are 10,000 hand-offs otherwise.
-func (s *Store) hashAll(ctx context.Context, root string, files []Entry, cp *copier) error {
-	h := &hashing{root: root, files: files, cp: cp}
+func (s *Store) hashAll(ctx context.Context, t *tree, files []Entry, cp *copier) error {
+	h := &hashing{t: t, files: files, cp: cp}
 	errs := make([]error, hashWorkers())
 	var wg sync.WaitGroup
 	for i := range errs {
@@ -160,7 +163,7 @@ func (s *Store) hashAll(ctx context.Context, root string, files []Entry, cp *cop
 
 // hashing is one hashAll's shared state.
 type hashing struct {
-	root  string
+	t     *tree
 	files []Entry // each worker writes only the entries it took
 	cp    *copier
 	next  atomic.Int64 // the next index to take; len(files) or more once stopped
@@ -205,14 +208,13 @@ func (h *hashing) work(ctx context.Context, wg *sync.WaitGroup, errp *error) {
 // one hashes (and copies) the file of f and records its hash and size;
 // a file gone since the scan is marked so, with an empty Rel.
 func (h *hashing) one(f *Entry, hs hash.Hash, buf []byte, slot **packWriter) error {
-	p := filepath.Join(h.root, filepath.FromSlash(f.Rel))
 	var sum string
 	var n int64
 	var err error
 	if h.cp != nil {
-		sum, n, err = h.cp.put(p, hs, buf, slot)
+		sum, n, err = h.cp.put(h.t, f.Rel, hs, buf, slot)
 	} else {
-		sum, n, err = hashFile(p, hs, buf)
+		sum, n, err = hashFile(h.t, f.Rel, hs, buf)
 	}
 	if errors.Is(err, fs.ErrNotExist) {
 		f.Rel = "" // gone since the scan: not recorded
@@ -225,10 +227,10 @@ func (h *hashing) one(f *Entry, hs hash.Hash, buf []byte, slot **packWriter) err
 	return nil
 }
 
-// hashFile reads the regular file p, without following a link, into h
-// and returns the sha256 in hex and the bytes read.
-func hashFile(p string, h hash.Hash, buf []byte) (string, int64, error) {
-	f, _, err := openRegular(p)
+// hashFile reads the regular file rel of t, without following a link,
+// into h and returns the sha256 in hex and the bytes read.
+func hashFile(t *tree, rel string, h hash.Hash, buf []byte) (string, int64, error) {
+	f, _, err := t.openRegular(rel)
 	if err != nil {
 		return "", 0, err
 	}
@@ -240,43 +242,6 @@ func hashFile(p string, h hash.Hash, buf []byte) (string, int64, error) {
 	}
 	return hex.EncodeToString(h.Sum(nil)), n, nil
 }
-
-// rawFile is a file read through its descriptor alone: an *os.File of a
-// descriptor opened non-blocking would try to register it with the
-// poller, two system calls more per file, and a checkpoint reads 10,000.
-type rawFile int
-
-// openRegular opens the regular file p for reading, without following a
-// link or blocking on a FIFO put in its place, and returns its size.
-func openRegular(p string) (rawFile, int64, error) {
-	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
-	if err != nil {
-		return -1, 0, &fs.PathError{Op: "open", Path: p, Err: err}
-	}
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
-		unix.Close(fd)
-		return -1, 0, &fs.PathError{Op: "open", Path: p, Err: errors.New("not a regular file any more")}
-	}
-	return rawFile(fd), st.Size, nil
-}
-
-func (f rawFile) Read(b []byte) (int, error) {
-	for {
-		n, err := unix.Read(int(f), b)
-		switch {
-		case err == unix.EINTR:
-			continue
-		case err != nil:
-			return 0, err
-		case n == 0 && len(b) > 0:
-			return 0, io.EOF
-		}
-		return n, nil
-	}
-}
-
-func (f rawFile) Close() error { return unix.Close(int(f)) }
 
 // newContent returns the first file of each content the store does not
 // hold, by hash, and their total size.
@@ -300,7 +265,7 @@ func (s *Store) newContent(files []Entry) (map[string]int, int64) {
 // copyAll copies each new content into cp's packs. A file that changed
 // since it was hashed is stored as it is now, and its entries take the
 // new hash.
-func (s *Store) copyAll(ctx context.Context, root string, files []Entry, fresh map[string]int, cp *copier) error {
+func (s *Store) copyAll(ctx context.Context, t *tree, files []Entry, fresh map[string]int, cp *copier) error {
 	h := sha256.New()
 	buf := make([]byte, smallMax+1)
 	var slot *packWriter
@@ -308,7 +273,7 @@ func (s *Store) copyAll(ctx context.Context, root string, files []Entry, fresh m
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		got, n, err := cp.put(filepath.Join(root, filepath.FromSlash(files[i].Rel)), h, buf, &slot)
+		got, n, err := cp.put(t, files[i].Rel, h, buf, &slot)
 		if err != nil {
 			return err
 		}

@@ -277,7 +277,10 @@ func TestScanOrder(t *testing.T) {
 		require.NoError(t, os.MkdirAll(filepath.Dir(full), 0o755))
 		require.NoError(t, os.WriteFile(full, nil, 0o644))
 	}
-	files, dirs, err := scan(root, nil)
+	tr, err := openTree(root)
+	require.NoError(t, err)
+	defer tr.close()
+	files, dirs, err := scan(tr, nil)
 	require.NoError(t, err)
 	var got, gotDirs []string
 	for _, f := range files {

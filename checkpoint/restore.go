@@ -54,7 +54,12 @@ func (s *Store) Restore(ctx context.Context, m *Manifest, deleteAdded bool) (*Re
 			return nil, err
 		}
 	}
-	cur, curDirs, err := scan(root, m.Exclude)
+	t, err := openTree(root)
+	if err != nil {
+		return nil, err
+	}
+	defer t.close()
+	cur, curDirs, err := scan(t, m.Exclude)
 	if err != nil {
 		return nil, err
 	}
@@ -67,7 +72,7 @@ func (s *Store) Restore(ctx context.Context, m *Manifest, deleteAdded bool) (*Re
 		if err := ctx.Err(); err != nil {
 			return res, err
 		}
-		changed, modeOnly, err := s.restoreFile(ctx, r, f, now[f.Rel])
+		changed, modeOnly, err := s.restoreFile(ctx, r, t, f, now[f.Rel])
 		if err != nil {
 			return res, err
 		}
@@ -91,7 +96,7 @@ func abs(root, rel string) string { return filepath.Join(root, filepath.FromSlas
 
 // restoreFile puts back one file or link; c is what is at its path now,
 // nil if nothing (or a directory) is.
-func (s *Store) restoreFile(ctx context.Context, r *os.Root, f Entry, c *Entry) (changed, modeOnly bool, err error) {
+func (s *Store) restoreFile(ctx context.Context, r *os.Root, t *tree, f Entry, c *Entry) (changed, modeOnly bool, err error) {
 	p := filepath.FromSlash(f.Rel)
 	if f.Link != "" {
 		if c != nil && c.Link == f.Link {
@@ -106,7 +111,7 @@ func (s *Store) restoreFile(ctx context.Context, r *os.Root, f Entry, c *Entry) 
 		_ = r.Lchown(p, int(f.UID), int(f.GID))
 		return true, false, nil
 	}
-	if c != nil && c.Link == "" && s.sameContent(r.Name(), f, *c) {
+	if c != nil && c.Link == "" && s.sameContent(t, f, *c) {
 		if c.Mode == f.Mode && c.UID == f.UID && c.GID == f.GID {
 			return false, false, nil
 		}
@@ -142,14 +147,14 @@ func (s *Store) restoreFile(ctx context.Context, r *os.Root, f Entry, c *Entry) 
 
 // sameContent reports whether the file now, c, holds f's content: the
 // same size and mtime, or else the same hash.
-func (s *Store) sameContent(root string, f, c Entry) bool {
+func (s *Store) sameContent(t *tree, f, c Entry) bool {
 	if c.Size != f.Size {
 		return false
 	}
 	if c.MTime == f.MTime {
 		return true
 	}
-	sum, _, err := hashFile(abs(root, f.Rel), newHash(), make([]byte, 64<<10))
+	sum, _, err := hashFile(t, f.Rel, newHash(), make([]byte, 64<<10))
 	return err == nil && sum == f.SHA256
 }
 

@@ -4,12 +4,10 @@ import (
 	"errors"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -27,8 +25,8 @@ const scanWorkers = 3
 // to it, no path walked again, and no link followed. Each directory's
 // names are sorted as their paths sort (a directory's name with its "/"),
 // so that the files come out in order without sorting them all again.
-func scan(root string, extra []string) (files, dirs []Entry, err error) {
-	w := &walker{root: root, extra: extra, sem: make(chan struct{}, scanWorkers)}
+func scan(t *tree, extra []string) (files, dirs []Entry, err error) {
+	w := &walker{t: t, extra: extra, sem: make(chan struct{}, scanWorkers)}
 	top := &dirNode{}
 	if err := w.dir("", top); err != nil {
 		return nil, nil, err
@@ -45,7 +43,7 @@ func byRel(a, b Entry) int { return strings.Compare(a.Rel, b.Rel) }
 
 // walker is one scan's state.
 type walker struct {
-	root        string
+	t           *tree
 	extra       []string
 	sem         chan struct{} // a slot per directory read in a goroutine of its own
 	wg          sync.WaitGroup
@@ -75,13 +73,9 @@ func (n *dirNode) flatten(files, dirs []Entry) ([]Entry, []Entry) {
 
 // dir reads the directory rel ("" for the root) into n, and then its
 // subdirectories: in a goroutine of their own while sem has room, else in
-// this one. Only the root is opened through a link.
+// this one. No link is followed below the root (see tree).
 func (w *walker) dir(rel string, n *dirNode) error {
-	flags := os.O_RDONLY | syscall.O_DIRECTORY
-	if rel != "" {
-		flags |= syscall.O_NOFOLLOW
-	}
-	f, err := os.OpenFile(filepath.Join(w.root, filepath.FromSlash(rel)), flags, 0)
+	f, err := w.t.openDir(rel)
 	if err != nil {
 		return err
 	}

@@ -4,16 +4,16 @@ import (
 	"bytes"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/sandbox-executor/sandbox-executor/internal/testutil"
 )
 
 const nobodyID = 65534
@@ -32,28 +32,11 @@ func sharedDir(t *testing.T) string {
 	return dir
 }
 
-// startAsNobody runs this test binary's helper test (a TestHelper...
-// function) as nobody, with env, and stops it (by its pid) when the test
-// ends. The binary is copied where nobody may run it.
+// startAsNobody runs this test binary's helper test as nobody, with env;
+// see testutil.StartHelperAs.
 func startAsNobody(t *testing.T, shared, helper string, env ...string) {
 	t.Helper()
-	self, err := os.Executable()
-	require.NoError(t, err)
-	bin := filepath.Join(shared, "racer")
-	b, err := os.ReadFile(self)
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(bin, b, 0o755))
-	cmd := exec.Command(bin, "-test.run=^"+helper+"$", "-test.count=1")
-	cmd.Env = append([]string{"PATH=/usr/bin:/bin"}, env...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobodyID, Gid: nobodyID}}
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	require.NoError(t, cmd.Start())
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		t.Logf("swapper: %s", out.String())
-	})
+	testutil.StartHelperAs(t, shared, helper, nobodyID, nobodyID, env...)
 }
 
 // TestHelperSwapper is not a test: run as nobody by startAsNobody, it

@@ -29,7 +29,9 @@ func TestOpen(t *testing.T) {
 
 	for name, open := range map[string]func(int, string, int) (int, error){
 		"openat2": Open,
-		"walk":    func(d int, rel string, flags int) (int, error) { return walk(d, rel, flags|unix.O_NOFOLLOW|unix.O_CLOEXEC) },
+		"walk": func(d int, rel string, flags int) (int, error) {
+			return walk(d, rel, flags|unix.O_NOFOLLOW|unix.O_CLOEXEC)
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			read := func(rel string) (string, error) {

@@ -1,0 +1,94 @@
+package checkpoint
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sandbox-executor/sandbox-executor/internal/testutil"
+)
+
+const nobodyID = 65534
+
+// TestHelperSubSwapper is not a test: run as nobody by
+// TestCheckpointSwapRace, it swaps SUB_SWAP_DIR/sub between a directory
+// and a symbolic link to SUB_SWAP_TARGET (a directory of root's), as fast
+// as it can. It stops after 60 s or 10 million rounds, or when killed.
+func TestHelperSubSwapper(t *testing.T) {
+	dir, target := os.Getenv("SUB_SWAP_DIR"), os.Getenv("SUB_SWAP_TARGET")
+	if dir == "" {
+		t.Skip("run by TestCheckpointSwapRace")
+	}
+	sub, real := filepath.Join(dir, "sub"), filepath.Join(dir, "sub.real")
+	deadline := time.Now().Add(60 * time.Second)
+	for i := 0; i < 10_000_000 && time.Now().Before(deadline); i++ {
+		if fi, err := os.Lstat(sub); err == nil && fi.IsDir() {
+			if os.Rename(sub, real) == nil {
+				_ = os.Symlink(target, sub)
+			}
+		} else {
+			_ = os.Remove(sub)
+			_ = os.Rename(real, sub)
+		}
+		for range (i % 16) * 50 { // each state lasts a varying while
+			_ = os.Getpid()
+		}
+	}
+}
+
+// An unprivileged user who may write in the directory root checkpoints
+// swaps a directory of it for a link to a directory of root's, again and
+// again while root checkpoints it: no checkpoint ever holds root's file.
+func TestCheckpointSwapRace(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the attacker runs as nobody")
+	}
+	shared, err := os.MkdirTemp("", "checkpoint-race-")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(shared) })
+	require.NoError(t, os.Chmod(shared, 0o755))
+	secret := filepath.Join(shared, "secret")
+	require.NoError(t, os.Mkdir(secret, 0o700))
+	const leaked = "only root may read this"
+	require.NoError(t, os.WriteFile(filepath.Join(secret, "f3"), []byte(leaked), 0o644))
+	sum := sha256.Sum256([]byte(leaked))
+	secretSum := hex.EncodeToString(sum[:])
+	work := filepath.Join(shared, "work")
+	for _, d := range []string{work, filepath.Join(work, "sub")} {
+		require.NoError(t, os.Mkdir(d, 0o755))
+		require.NoError(t, os.Chown(d, nobodyID, nobodyID))
+	}
+	for i := range 20 {
+		f := filepath.Join(work, "sub", fmt.Sprintf("f%d", i))
+		require.NoError(t, os.WriteFile(f, []byte("nobody's "+fmt.Sprint(i)), 0o644))
+		require.NoError(t, os.Chown(f, nobodyID, nobodyID))
+	}
+	s := openStore(t, t.TempDir(), 1<<30)
+	testutil.StartHelperAs(t, shared, "TestHelperSubSwapper", nobodyID, nobodyID,
+		"SUB_SWAP_DIR="+work, "SUB_SWAP_TARGET="+secret)
+
+	start := time.Now()
+	made, failed := 0, 0
+	for i := 0; i < 300 && time.Since(start) < 10*time.Second; i++ {
+		m, err := s.Create(t.Context(), work, "", nil) // may fail: it is attacked
+		if err != nil {
+			failed++
+			continue
+		}
+		made++
+		for _, f := range m.Files {
+			require.NotEqual(t, secretSum, f.SHA256, "round %d: %s holds root's file", i, f.Rel)
+			require.False(t, strings.HasPrefix(f.Rel, "sub/") && f.UID == 0, "round %d: %s is root's", i, f.Rel)
+		}
+	}
+	t.Logf("%d checkpoints made, %d refused", made, failed)
+	assert.Positive(t, made)
+}
