@@ -103,3 +103,52 @@ func TestCopySwapRace(t *testing.T) {
 	t.Logf("%d copies; %d temporary directories swapped", rounds, len(moved))
 	assert.NotEmpty(t, moved, "the attack ran")
 }
+
+// TestHelperFileSwapper is not a test: run as nobody by TestChmodSwapRace,
+// it swaps FILE_SWAP_DIR/f between a file of its own and a symbolic link
+// to FILE_SWAP_TARGET (a file of root's), as fast as it can. It stops
+// after 60 s or 10 million rounds, or when killed.
+func TestHelperFileSwapper(t *testing.T) {
+	dir, target := os.Getenv("FILE_SWAP_DIR"), os.Getenv("FILE_SWAP_TARGET")
+	if dir == "" {
+		t.Skip("run by TestChmodSwapRace")
+	}
+	f, link := filepath.Join(dir, "f"), filepath.Join(dir, "f.link")
+	deadline := time.Now().Add(60 * time.Second)
+	for i := 0; i < 10_000_000 && time.Now().Before(deadline); i++ {
+		_ = os.Symlink(target, link)
+		_ = os.Rename(link, f) // f is the link now
+		spin(i)
+		_ = os.Remove(f)
+		if w, err := os.OpenFile(f, os.O_CREATE|os.O_WRONLY, 0o644); err == nil {
+			w.Close()
+		}
+		spin(i)
+	}
+}
+
+// An unprivileged user swaps a file of theirs for a link to a file of
+// root's, again and again while root changes the file's mode: root's
+// file keeps its mode.
+func TestChmodSwapRace(t *testing.T) {
+	shared := sharedDir(t)
+	target := filepath.Join(shared, "roots")
+	require.NoError(t, os.WriteFile(target, []byte("root's\n"), 0o600))
+	work := filepath.Join(shared, "work")
+	require.NoError(t, os.Mkdir(work, 0o755))
+	require.NoError(t, os.Chown(work, nobodyID, nobodyID))
+	startAsNobody(t, shared, "TestHelperFileSwapper", "FILE_SWAP_DIR="+work, "FILE_SWAP_TARGET="+target)
+
+	start := time.Now()
+	changed := 0
+	for i := 0; i < 2000 && time.Since(start) < 10*time.Second; i++ {
+		if Chmod(filepath.Join(work, "f"), 0o777, nil) == nil { // may fail: it is attacked
+			changed++
+		}
+		fi, err := os.Stat(target)
+		require.NoError(t, err)
+		require.Equal(t, os.FileMode(0o600), fi.Mode().Perm(), "root's file changed mode on round %d", i)
+	}
+	t.Logf("%d modes changed", changed)
+	assert.Positive(t, changed)
+}
