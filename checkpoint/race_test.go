@@ -92,3 +92,45 @@ func TestCheckpointSwapRace(t *testing.T) {
 	t.Logf("%d checkpoints made, %d refused", made, failed)
 	assert.Positive(t, made)
 }
+
+// A restore sets modes without following a link: one put in the place of
+// a directory or a file just before its mode is set back (where another
+// user could put it) leaves the file it leads to as it was.
+func TestRestoreModeNotFollowed(t *testing.T) {
+	root := t.TempDir()
+	for _, d := range []string{"sub", "same"} {
+		require.NoError(t, os.Mkdir(filepath.Join(root, d), 0o777))
+		require.NoError(t, os.Chmod(filepath.Join(root, d), 0o777))
+	}
+	roots := filepath.Join(root, "roots")
+	require.NoError(t, os.WriteFile(roots, []byte("root's\n"), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(root, "f"), []byte("v1\n"), 0o4755))
+	require.NoError(t, os.WriteFile(filepath.Join(root, "g"), []byte("same\n"), 0o4755))
+	require.NoError(t, os.Chmod(filepath.Join(root, "f"), 0o4755))
+	require.NoError(t, os.Chmod(filepath.Join(root, "g"), 0o4755))
+	s := openStore(t, t.TempDir(), 1<<30)
+	m, err := s.Create(t.Context(), root, "", nil)
+	require.NoError(t, err)
+	// Every mode to set back: the directories', f's (rewritten), g's (mode only).
+	require.NoError(t, os.Chmod(filepath.Join(root, "sub"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(root, "f"), []byte("v2\n"), 0o644))
+	require.NoError(t, os.Chmod(filepath.Join(root, "g"), 0o644))
+
+	var swapped []string
+	testHookBeforeChmod = func(rel string) {
+		p := filepath.Join(root, filepath.FromSlash(rel))
+		if rel == "roots" {
+			return
+		}
+		require.NoError(t, os.Rename(p, p+".moved"))
+		require.NoError(t, os.Symlink("roots", p))
+		swapped = append(swapped, rel)
+	}
+	t.Cleanup(func() { testHookBeforeChmod = func(string) {} })
+	_, err = s.Restore(t.Context(), m, false)
+	require.NoError(t, err)
+	assert.ElementsMatch(t, []string{"f", "g", "sub"}, swapped)
+	fi, err := os.Lstat(roots)
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o600), fi.Mode()&(os.ModePerm|os.ModeSetuid), "the file the links lead to keeps its mode")
+}

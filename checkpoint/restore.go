@@ -9,7 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
-	"time"
+	"syscall"
 
 	"github.com/sandbox-executor/sandbox-executor/files"
 )
@@ -27,9 +27,12 @@ type Restored struct {
 // added since are removed, and the directories added since once emptied.
 // Each file is written through files.WriteAtomic: a reader sees the old
 // content or the recorded one, never a part, and no link a user planted
-// on the way is followed. Everything else (removals, links, modes,
-// owners, times) goes through an os.Root of the directory, so that no
-// link or rename can take it outside.
+// on the way is followed. Removals, links and owners go through an
+// os.Root of the directory, so that no link or rename can take them
+// outside; modes and times through the tree's handle, with no link
+// followed at all: os.Root's Chmod follows one inside the directory, and
+// a user could point it, between the agent's look and its chmod, at a
+// file of root's in the tree.
 func (s *Store) Restore(ctx context.Context, m *Manifest, deleteAdded bool) (*Restored, error) {
 	s.op.Lock()
 	defer s.op.Unlock()
@@ -85,12 +88,16 @@ func (s *Store) Restore(ctx context.Context, m *Manifest, deleteAdded bool) (*Re
 	if deleteAdded {
 		s.deleteAdded(r, m, cur, curDirs, res)
 	}
-	setDirModes(r, m)
+	setDirModes(r, t, m)
 	sort.Strings(res.Restored)
 	sort.Strings(res.Deleted)
 	sort.Strings(res.ModeChanged)
 	return res, nil
 }
+
+// testHookBeforeChmod is called just before a restore sets the mode of
+// rel: a test swaps rel for a link there, where another user could.
+var testHookBeforeChmod = func(rel string) {}
 
 func abs(root, rel string) string { return filepath.Join(root, filepath.FromSlash(rel)) }
 
@@ -116,7 +123,11 @@ func (s *Store) restoreFile(ctx context.Context, r *os.Root, t *tree, f Entry, c
 			return false, false, nil
 		}
 		_ = r.Lchown(p, int(f.UID), int(f.GID))
-		return false, true, r.Chmod(p, fileMode(f.Mode))
+		testHookBeforeChmod(f.Rel)
+		if err := t.chmod(f.Rel, f.Mode); err != nil && !errors.Is(err, syscall.ELOOP) {
+			return false, false, err // ELOOP: a link put in its place since, left alone
+		}
+		return false, true, nil
 	}
 	if fi, err := r.Lstat(p); err == nil && !fi.Mode().IsRegular() {
 		if err := r.RemoveAll(p); err != nil { // a link or a directory where the file was
@@ -131,18 +142,17 @@ func (s *Store) restoreFile(ctx context.Context, r *os.Root, t *tree, f Entry, c
 	if _, err := files.WriteAtomic(ctx, abs(r.Name(), f.Rel), obj, files.WriteOptions{Mode: fileMode(f.Mode).Perm()}); err != nil {
 		return false, false, err
 	}
-	// Lchown and Lstat first: if a link was put in the file's place since,
-	// it is the link that gets them, and Chmod and Chtimes, which follow
-	// links, are not done on what it leads to.
+	// Lchown, and the tree's chmod and chtimes, never follow a link: one
+	// put in the file's place since gets the owner and times itself, and
+	// no mode.
 	_ = r.Lchown(p, int(f.UID), int(f.GID))
-	if fi, err := r.Lstat(p); err != nil || !fi.Mode().IsRegular() {
-		return true, false, err
-	}
-	if err := r.Chmod(p, fileMode(f.Mode)); err != nil { // after chown, which clears setuid
+	testHookBeforeChmod(f.Rel)
+	if err := t.chmod(f.Rel, f.Mode); errors.Is(err, syscall.ELOOP) { // after chown, which clears setuid
+		return true, false, nil // a link put in the file's place since: left alone
+	} else if err != nil {
 		return false, false, err
 	}
-	mt := time.Unix(0, f.MTime)
-	return true, false, r.Chtimes(p, mt, mt)
+	return true, false, t.chtimes(f.Rel, f.MTime)
 }
 
 // sameContent reports whether the file now, c, holds f's content: the
@@ -184,15 +194,15 @@ func (s *Store) deleteAdded(r *os.Root, m *Manifest, cur, curDirs []Entry, res *
 
 // setDirModes sets the directories' recorded modes back, deepest first,
 // so that a read-only directory is made so after what is under it.
-func setDirModes(r *os.Root, m *Manifest) {
+func setDirModes(r *os.Root, t *tree, m *Manifest) {
 	for i := len(m.Dirs) - 1; i >= 0; i-- {
 		d := m.Dirs[i]
-		p := filepath.FromSlash(d.Rel)
-		if fi, err := r.Lstat(p); err == nil && fi.IsDir() && modeBits(fi.Mode()) != d.Mode {
-			_ = r.Chmod(p, fileMode(d.Mode))
+		if fi, err := r.Lstat(filepath.FromSlash(d.Rel)); err == nil && fi.IsDir() && modeBits(fi.Mode()) != d.Mode {
+			testHookBeforeChmod(d.Rel)
+			_ = t.chmod(d.Rel, d.Mode) // a link put there since is refused
 		}
 	}
 	if fi, err := r.Stat("."); err == nil && modeBits(fi.Mode()) != m.RootMode {
-		_ = r.Chmod(".", fileMode(m.RootMode))
+		_ = t.chmod(".", m.RootMode)
 	}
 }

@@ -37,6 +37,25 @@ func (t *tree) close() { unix.Close(t.fd) }
 // abs is the path of rel, for errors.
 func (t *tree) abs(rel string) string { return filepath.Join(t.path, filepath.FromSlash(rel)) }
 
+// chmod sets the mode of rel (mode bits as an Entry holds them), without
+// following a link at the end or on the way (ELOOP).
+func (t *tree) chmod(rel string, mode uint32) error {
+	if err := beneath.Chmod(t.fd, rel, mode&0o7777); err != nil {
+		return &fs.PathError{Op: "chmod", Path: t.abs(rel), Err: err}
+	}
+	return nil
+}
+
+// chtimes sets the access and modification times of rel to mtime
+// (nanoseconds); a link at the end gets them itself.
+func (t *tree) chtimes(rel string, mtime int64) error {
+	ts := unix.NsecToTimespec(mtime)
+	if err := beneath.Chtimes(t.fd, rel, ts, ts); err != nil {
+		return &fs.PathError{Op: "chtimes", Path: t.abs(rel), Err: err}
+	}
+	return nil
+}
+
 // openDir opens the directory rel ("" for the root) for reading.
 func (t *tree) openDir(rel string) (*os.File, error) {
 	fd, err := beneath.Open(t.fd, rel, unix.O_RDONLY|unix.O_DIRECTORY)

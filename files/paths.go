@@ -7,10 +7,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strconv"
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sandbox-executor/sandbox-executor/internal/beneath"
 )
 
 // ErrNeedsRecursive is Copy's error for a directory copied without
@@ -82,42 +83,14 @@ func Chmod(path string, mode uint32, o *Owner) error {
 			return err
 		}
 		defer dir.Close()
-		if err := chmodAt(int(dir.Fd()), name, mode&0o7777); err != nil {
+		// Through a handle on the file: fchmodat(2) would follow a link
+		// another user put at name since resolve looked, and change, as
+		// root, the mode of whatever it leads to.
+		if err := beneath.Chmod(int(dir.Fd()), name, mode&0o7777); err != nil {
 			return &fs.PathError{Op: "chmod", Path: path, Err: err}
 		}
 		return nil
 	})
-}
-
-// chmodAt sets the mode of name in dir, which resolve found not to be a
-// link, through a handle on it: fchmodat(2) would follow a link another
-// user put there since, and chmod, as root, whatever it leads to. A link
-// found at name now is ELOOP.
-func chmodAt(dir int, name string, mode uint32) error {
-	fd, err := openPathAt(dir, name, unix.O_NOFOLLOW)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(fd)
-	st, err := fstat(fd)
-	if err != nil {
-		return err
-	}
-	if isLink(st) {
-		return syscall.ELOOP
-	}
-	err = ignoringEINTR(func() error { return unix.Fchmodat(fd, "", mode, unix.AT_EMPTY_PATH) })
-	if !errors.Is(err, unix.EOPNOTSUPP) && !errors.Is(err, unix.ENOSYS) && !errors.Is(err, unix.EINVAL) {
-		return err
-	}
-	return chmodProc(fd, mode) // no fchmodat2: Linux before 6.6
-}
-
-// chmodProc sets the mode of the file open (O_PATH will do) as fd
-// through the descriptor's link in /proc, which leads to the file it
-// holds, whatever its name is now.
-func chmodProc(fd int, mode uint32) error {
-	return ignoringEINTR(func() error { return unix.Chmod("/proc/self/fd/"+strconv.Itoa(fd), mode) })
 }
 
 // pair is the source and destination of a move or a copy, each as the

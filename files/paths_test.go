@@ -8,7 +8,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"golang.org/x/sys/unix"
 )
 
 func TestCopyRefusesSpecialFiles(t *testing.T) {
@@ -36,33 +35,4 @@ func TestMoveRefusesToClobber(t *testing.T) {
 	got, err := os.ReadFile(b)
 	require.NoError(t, err)
 	assert.Equal(t, "a", string(got))
-}
-
-// chmodProc, chmodAt's way where fchmodat2 is missing, sets the mode of
-// the file a handle holds (O_PATH, as chmodAt opens it), not of what its
-// name is now: as root, and as the file's owner.
-func TestChmodProc(t *testing.T) {
-	dir := reachableDir(t)
-	p := filepath.Join(dir, "f")
-	require.NoError(t, os.WriteFile(p, nil, 0o600))
-	fd, err := openPathAt(unix.AT_FDCWD, p, unix.O_NOFOLLOW)
-	require.NoError(t, err)
-	defer unix.Close(fd)
-	require.NoError(t, os.Rename(p, p+".moved"))
-	require.NoError(t, os.WriteFile(p, nil, 0o600)) // another file at its name now
-	require.NoError(t, chmodProc(fd, 0o751))
-	fi, err := os.Stat(p + ".moved")
-	require.NoError(t, err)
-	assert.Equal(t, os.FileMode(0o751), fi.Mode().Perm())
-	fi, err = os.Stat(p)
-	require.NoError(t, err)
-	assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm(), "the file now at the name is untouched")
-
-	if o := nobodyIfRoot(); o != nil {
-		require.NoError(t, os.Chown(p+".moved", int(o.UID), int(o.GID)))
-		require.NoError(t, asOwner(o, func() error { return chmodProc(fd, 0o640) }))
-		fi, err = os.Stat(p + ".moved")
-		require.NoError(t, err)
-		assert.Equal(t, os.FileMode(0o640), fi.Mode().Perm())
-	}
 }

@@ -6,6 +6,7 @@ package beneath
 
 import (
 	"errors"
+	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -84,6 +85,69 @@ func retry(fn func() (int, error)) (int, error) {
 		fd, err := fn()
 		if !errors.Is(err, unix.EINTR) {
 			return fd, err
+		}
+	}
+}
+
+// Chmod sets the mode of rel below dir through a handle on what is there,
+// opened as Open opens it: a link at the end or on the way is ELOOP, not
+// followed, whatever was put there since the caller looked. (fchmodat(2)
+// follows a link at the end, and would change, with the caller's rights,
+// the mode of whatever it leads to.)
+func Chmod(dir int, rel string, mode uint32) error {
+	fd, err := Open(dir, rel, unix.O_PATH)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return err
+	}
+	if st.Mode&unix.S_IFMT == unix.S_IFLNK {
+		return unix.ELOOP // O_PATH|O_NOFOLLOW opens the link itself
+	}
+	return chmodFD(fd, mode)
+}
+
+// chmodFD sets the mode of the file open as fd (O_PATH will do): by
+// fchmodat2's AT_EMPTY_PATH, or where that is missing (Linux before 6.6)
+// through the descriptor's link in /proc, which leads to the file it
+// holds, whatever its name is now.
+func chmodFD(fd int, mode uint32) error {
+	err := retryErr(func() error { return unix.Fchmodat(fd, "", mode, unix.AT_EMPTY_PATH) })
+	if !errors.Is(err, unix.EOPNOTSUPP) && !errors.Is(err, unix.ENOSYS) && !errors.Is(err, unix.EINVAL) {
+		return err
+	}
+	return chmodProc(fd, mode)
+}
+
+func chmodProc(fd int, mode uint32) error {
+	return retryErr(func() error { return unix.Chmod("/proc/self/fd/"+strconv.Itoa(fd), mode) })
+}
+
+// Chtimes sets the access and modification times of rel below dir; a
+// link at the end gets them itself (AT_SYMLINK_NOFOLLOW), and one on the
+// way is ELOOP.
+func Chtimes(dir int, rel string, atime, mtime unix.Timespec) error {
+	parent, base := ".", rel
+	if i := strings.LastIndexByte(rel, '/'); i >= 0 {
+		parent, base = rel[:i], rel[i+1:]
+	}
+	pfd, err := Open(dir, parent, unix.O_PATH|unix.O_DIRECTORY)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(pfd)
+	return retryErr(func() error {
+		return unix.UtimesNanoAt(pfd, base, []unix.Timespec{atime, mtime}, unix.AT_SYMLINK_NOFOLLOW)
+	})
+}
+
+func retryErr(fn func() error) error {
+	for {
+		if err := fn(); !errors.Is(err, unix.EINTR) {
+			return err
 		}
 	}
 }

@@ -3,6 +3,7 @@ package beneath
 import (
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -65,4 +66,73 @@ func TestOpen(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Chmod sets the mode of what is at the name, and refuses a link there
+// or on the way; chmodProc, its way where fchmodat2 is missing, sets the
+// mode of the file a handle holds, not of what its name is now: as root,
+// and as the file's owner.
+func TestChmod(t *testing.T) {
+	root := t.TempDir()
+	p := filepath.Join(root, "f")
+	require.NoError(t, os.WriteFile(p, nil, 0o600))
+	require.NoError(t, os.Symlink("f", filepath.Join(root, "link")))
+	dir, err := unix.Open(root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	require.NoError(t, err)
+	defer unix.Close(dir)
+	require.NoError(t, Chmod(dir, "f", 0o640))
+	assert.Equal(t, os.FileMode(0o640), mode(t, p))
+	assert.Equal(t, unix.ELOOP, Chmod(dir, "link", 0o777))
+	assert.Equal(t, os.FileMode(0o640), mode(t, p), "not followed")
+
+	fd, err := Open(dir, "f", unix.O_PATH)
+	require.NoError(t, err)
+	defer unix.Close(fd)
+	require.NoError(t, os.Rename(p, p+".moved"))
+	require.NoError(t, os.WriteFile(p, nil, 0o600)) // another file at its name now
+	require.NoError(t, chmodProc(fd, 0o751))
+	assert.Equal(t, os.FileMode(0o751), mode(t, p+".moved"))
+	assert.Equal(t, os.FileMode(0o600), mode(t, p), "the file now at the name is untouched")
+
+	if os.Geteuid() != 0 {
+		return
+	}
+	require.NoError(t, os.Chown(p+".moved", 65534, 65534))
+	errc := make(chan error, 1)
+	go func() { // a thread of its own, whose file-system user becomes nobody's, and ends with it
+		runtime.LockOSThread()
+		unix.Setfsuid(65534)
+		errc <- chmodProc(fd, 0o640)
+	}()
+	require.NoError(t, <-errc)
+	assert.Equal(t, os.FileMode(0o640), mode(t, p+".moved"))
+}
+
+// Chtimes sets the times of what is at the name; a link there gets them
+// itself.
+func TestChtimes(t *testing.T) {
+	root := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(root, "a"), 0o755))
+	p := filepath.Join(root, "a", "f")
+	require.NoError(t, os.WriteFile(p, nil, 0o600))
+	require.NoError(t, os.Symlink("f", filepath.Join(root, "a", "link")))
+	dir, err := unix.Open(root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	require.NoError(t, err)
+	defer unix.Close(dir)
+	at := unix.NsecToTimespec(1_000_000_000_000_000_000)
+	require.NoError(t, Chtimes(dir, "a/f", at, at))
+	fi, err := os.Stat(p)
+	require.NoError(t, err)
+	assert.Equal(t, int64(1_000_000_000_000_000_000), fi.ModTime().UnixNano())
+	old := unix.NsecToTimespec(2_000_000_000_000_000_000)
+	require.NoError(t, Chtimes(dir, "a/link", old, old))
+	fi, err = os.Stat(p)
+	require.NoError(t, err)
+	assert.Equal(t, int64(1_000_000_000_000_000_000), fi.ModTime().UnixNano(), "not followed")
+}
+
+func mode(t *testing.T, p string) os.FileMode {
+	fi, err := os.Stat(p)
+	require.NoError(t, err)
+	return fi.Mode().Perm()
 }
