@@ -27,20 +27,10 @@ func TestHelperSubSwapper(t *testing.T) {
 	if dir == "" {
 		t.Skip("run by TestCheckpointSwapRace")
 	}
-	sub, real := filepath.Join(dir, "sub"), filepath.Join(dir, "sub.real")
 	deadline := time.Now().Add(60 * time.Second)
 	for i := 0; i < 10_000_000 && time.Now().Before(deadline); i++ {
-		if fi, err := os.Lstat(sub); err == nil && fi.IsDir() {
-			if os.Rename(sub, real) == nil {
-				_ = os.Symlink(target, sub)
-			}
-		} else {
-			_ = os.Remove(sub)
-			_ = os.Rename(real, sub)
-		}
-		for range (i % 16) * 50 { // each state lasts a varying while
-			_ = os.Getpid()
-		}
+		testutil.ToggleDirLink(filepath.Join(dir, "sub"), target)
+		testutil.Spin(i)
 	}
 }
 

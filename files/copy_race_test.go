@@ -13,6 +13,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/sandbox-executor/sandbox-executor/internal/testutil"
 )
 
 // TestHelperCopySwapper is not a test: run as nobody by
@@ -26,7 +28,6 @@ func TestHelperCopySwapper(t *testing.T) {
 	if dir == "" {
 		t.Skip("run by TestCopySwapRace")
 	}
-	sub, real := filepath.Join(dir, "src", "sub"), filepath.Join(dir, "src", "sub.real")
 	deadline := time.Now().Add(60 * time.Second)
 	tmps, subs := 0, 0
 	for i := 0; i < 10_000_000 && time.Now().Before(deadline); i++ {
@@ -40,16 +41,10 @@ func TestHelperCopySwapper(t *testing.T) {
 				}
 			}
 		}
-		if fi, err := os.Lstat(sub); err == nil && fi.IsDir() {
-			if os.Rename(sub, real) == nil {
-				_ = os.Symlink(target, sub)
-				subs++
-			}
-		} else {
-			_ = os.Remove(sub)
-			_ = os.Rename(real, sub)
+		if testutil.ToggleDirLink(filepath.Join(dir, "src", "sub"), target) {
+			subs++
 		}
-		spin(i)
+		testutil.Spin(i)
 	}
 	fmt.Println("swapped temporary directories:", tmps, "source directories:", subs)
 }
@@ -118,12 +113,12 @@ func TestHelperFileSwapper(t *testing.T) {
 	for i := 0; i < 10_000_000 && time.Now().Before(deadline); i++ {
 		_ = os.Symlink(target, link)
 		_ = os.Rename(link, f) // f is the link now
-		spin(i)
+		testutil.Spin(i)
 		_ = os.Remove(f)
 		if w, err := os.OpenFile(f, os.O_CREATE|os.O_WRONLY, 0o644); err == nil {
 			w.Close()
 		}
-		spin(i)
+		testutil.Spin(i)
 	}
 }
 

@@ -15,6 +15,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/sandbox-executor/sandbox-executor/internal/testutil"
 )
 
 // swapEnv, set in the environment of the test binary run as a helper,
@@ -43,18 +45,10 @@ func TestSwapHelper(t *testing.T) {
 		_ = os.Rename(sub, filepath.Join(dir, "old-"+strconv.Itoa(i)))
 		_ = os.Symlink(target, tmp)
 		_ = os.Rename(tmp, sub)
-		spin(i)
+		testutil.Spin(i)
 		_ = os.Remove(sub)
 		_ = os.Mkdir(sub, 0o755)
-		spin(i)
-	}
-}
-
-// spin busies the helper for a varying few microseconds, so that each
-// state of the swap lasts long enough, at times, to be seen whole.
-func spin(i int) {
-	for range (i % 16) * 50 {
-		_ = os.Getpid()
+		testutil.Spin(i)
 	}
 }
 

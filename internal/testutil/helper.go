@@ -37,3 +37,28 @@ func StartHelperAs(tb testing.TB, dir, helper string, uid, gid uint32, env ...st
 		tb.Logf("%s: %s", helper, strings.TrimSpace(out.String()))
 	})
 }
+
+// ToggleDirLink is one step of an attacker's loop in a race test: if path
+// is a directory, it moves it to path+".real" and puts a symbolic link to
+// target in its place, and reports true; else it puts the directory back.
+func ToggleDirLink(path, target string) bool {
+	if fi, err := os.Lstat(path); err == nil && fi.IsDir() {
+		if os.Rename(path, path+".real") == nil {
+			_ = os.Symlink(target, path)
+			return true
+		}
+		return false
+	}
+	_ = os.Remove(path)
+	_ = os.Rename(path+".real", path)
+	return false
+}
+
+// Spin busies the caller for a varying few microseconds (i picks how
+// long), so that each state of a swap lasts long enough, at times, to be
+// seen whole.
+func Spin(i int) {
+	for range (i % 16) * 50 {
+		_ = os.Getpid()
+	}
+}
