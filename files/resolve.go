@@ -24,6 +24,10 @@ import (
 // the links followed included, and directories made.
 const maxSteps = 4096
 
+// maxLinks is how many symbolic links a resolution follows, as Linux's
+// open(2) does before ELOOP.
+const maxLinks = 40
+
 // walker resolves a path for a write by uid. Its zero value, but for uid,
 // is a walk that creates nothing.
 type walker struct {

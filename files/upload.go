@@ -305,33 +305,6 @@ func WriteAtomic(ctx context.Context, path string, r io.Reader, opts WriteOption
 	return s.Commit()
 }
 
-// maxLinks is how many symbolic links followFinal follows, as Linux's
-// open(2) does before ELOOP.
-const maxLinks = 40
-
-// followFinal follows the symbolic links at the end of path, and returns
-// the path of what they lead to, which may not exist (a dangling link is
-// followed to where its file would be). The directories on the way are
-// left to the kernel.
-func followFinal(path string) (string, error) {
-	p := filepath.Clean(path)
-	for range maxLinks {
-		fi, err := os.Lstat(p)
-		if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
-			return p, nil // a missing file, or an error that the open will report
-		}
-		link, err := os.Readlink(p)
-		if err != nil {
-			return "", asPath(err, "open", path)
-		}
-		if !filepath.IsAbs(link) {
-			link = filepath.Join(filepath.Dir(p), link)
-		}
-		p = filepath.Clean(link)
-	}
-	return "", &fs.PathError{Op: "open", Path: path, Err: syscall.ELOOP}
-}
-
 // shorten keeps a temporary file's name under the 255 bytes a name may
 // have, whatever the length of the name it is made from.
 func shorten(name string) string {
