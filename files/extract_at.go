@@ -101,28 +101,6 @@ func mkdirOpen(dir int, name string, mode uint32, owner *Owner) (fd int, made bo
 	return fd, made, nil
 }
 
-// removeAllAt removes the directory name of dir and everything in it,
-// provided it is still the directory want describes (a directory another
-// user renamed into its place is left alone). Nothing is followed.
-func removeAllAt(dir int, name string, want unix.Stat_t) error {
-	fd, err := ignoringEINTRFD(func() (int, error) { return unix.Openat(dir, name, dirFlags, 0) })
-	if err != nil {
-		return err
-	}
-	st, err := fstat(fd)
-	if err == nil && !sameFile(st, want) {
-		err = unix.ESTALE
-	}
-	if err == nil {
-		err = removeContents(fd)
-	}
-	unix.Close(fd)
-	if err != nil {
-		return err
-	}
-	return ignoringEINTR(func() error { return unix.Unlinkat(dir, name, unix.AT_REMOVEDIR) })
-}
-
 // removeContents removes everything in the directory fd, which it does
 // not close.
 func removeContents(fd int) error {

@@ -331,15 +331,6 @@ func asPath(err error, op, path string) error {
 	return err
 }
 
-// statT returns fi's stat(2) fields, if fi is not nil and has them.
-func statT(fi fs.FileInfo) (*syscall.Stat_t, bool) {
-	if fi == nil {
-		return nil, false
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	return st, ok
-}
-
 // JoinBase returns the path of the file named name in the directory dir,
 // keeping only name's last element, after a slash or a backslash (browsers
 // on Windows send "C:\dir\a.txt"): "../x", "/etc/x" and "a/b/x" all name

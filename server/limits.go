@@ -8,7 +8,6 @@ import (
 	"strconv"
 
 	"github.com/sandbox-executor/sandbox-executor/executor"
-	"github.com/sandbox-executor/sandbox-executor/procs"
 )
 
 // limitKeys are the keys of a request's "limits", in the order their
@@ -57,8 +56,3 @@ func parseLimits(raw json.RawMessage) (executor.Limits, error) {
 // checkLimits is the 501 of limits the runner cannot apply, for a request
 // whose limits were parsed.
 func (s *Server) checkLimits(l executor.Limits) error { return s.runner.CheckLimits(l) }
-
-// limitedTermination is the termination of a command that ran with
-// limits: the limit that fired, else its own exit, a signal, or its
-// timeout.
-func limitedTermination(res executor.Result) executor.Termination { return procs.Termination(res) }

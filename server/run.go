@@ -129,20 +129,8 @@ func seconds(field string, v *float64) (time.Duration, error) {
 	return time.Duration(t * float64(time.Second)), nil
 }
 
-// decodeCommand reads and checks the body of /run, /run_streaming and
-// /start_process, and applies its user and session (see sessionCommand).
-func (s *Server) decodeCommand(w http.ResponseWriter, r *http.Request, foreground bool) (executor.Command, *sessions.Call, error) {
-	req, err := decode[commandRequest](w, r, s.cfg.MaxBody)
-	if err != nil {
-		return executor.Command{}, nil, err
-	}
-	if err := req.checkRunOnly(); err != nil {
-		return executor.Command{}, nil, err
-	}
-	return s.requestCommand(req, foreground)
-}
-
-// requestCommand is decodeCommand once the body is decoded.
+// requestCommand builds the command of a decoded /run body, and applies
+// its user and session (see sessionCommand).
 func (s *Server) requestCommand(req commandRequest, foreground bool) (executor.Command, *sessions.Call, error) {
 	c, err := req.command()
 	if err != nil {
