@@ -90,8 +90,9 @@ func mkdirOpen(dir int, name string, mode uint32, owner *Owner) (fd int, made bo
 		// By the descriptor: what sits at name may have been swapped
 		// since mkdirat, and only what was opened is given away. Only a
 		// directory of our own is: one another user swapped in stays his.
-		if st, err := fstat(fd); err == nil && int(st.Uid) == owner.uid() {
-			err = chownFD(owner, fd)
+		var st unix.Stat_t
+		if st, err = fstat(fd); err == nil && int(st.Uid) == owner.uid() {
+			err = chownFD(owner, fd) // a failure is the caller's: it was dropped once
 		}
 	}
 	if err != nil {

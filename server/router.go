@@ -142,7 +142,6 @@ func (p *pathRoutes) match(path string, r *http.Request) bool {
 			if n < len(vals) {
 				vals[n] = rest
 			}
-			n++
 			rest = ""
 			break
 		}
