@@ -7,6 +7,7 @@
 # what to install.
 
 GO        ?= go
+STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # The version comes from the VERSION file. In a git checkout that is not
 # exactly at tag v<VERSION>, or has uncommitted changes, it becomes
 # <VERSION>-dev+<commit>[.dirty]. Override it with VERSION=... make build.
@@ -104,6 +105,9 @@ test-go:
 		echo "make test-go: rg is missing (Debian: apt-get install ripgrep): search/ tests only its Go engine"
 	$(GO) mod tidy -diff
 	$(GO) vet ./...
+	@# staticcheck's bug checks and unused code, which go vet does not look for;
+	@# go run builds it from the module proxy, at a pinned version, without go.mod.
+	$(GO) run $(STATICCHECK) -checks 'SA*,U1000' ./...
 # The code contexts' chart test needs matplotlib for Debian's python3
 # (server/contexts_display_test.go); elsewhere it skips, saying so.
 	@[ ! -x /usr/bin/python3 ] || /usr/bin/python3 -c 'import matplotlib' 2>/dev/null || [ "$$(id -u)" -ne 0 ] || \
