@@ -38,6 +38,9 @@ type Client struct {
 	base  string // the agent's URL without a trailing slash; BASE_PATH included
 	token string
 	hc    *http.Client
+	// spliceStdin lets SendStdin splice a pipe on a connection of its
+	// own (WithSplicedStdin).
+	spliceStdin bool
 }
 
 // Option configures a Client in New.

@@ -33,16 +33,23 @@ func (x *ExecConn) StdinID() string { return x.stdinID }
 // channel, and returns how many bytes the command took; r's end closes
 // the command's stdin (on an error too). It returns once the command has
 // taken all of r, or the command has ended. A regular file goes with its
-// length (the kernel sends it, the agent splices it); any other reader is
-// sent as it is read, in chunks of what one read gives (up to 1 MiB). r
-// is not closed. Call it once, and not together with WriteStdin: the
+// length (the kernel sends it, the agent splices it); a pipe, with
+// WithSplicedStdin, is spliced into a connection of its own; any other
+// reader is sent as it is read, in chunks of what one read gives (up to
+// 1 MiB). r is not closed. Call it once, and not together with WriteStdin: the
 // agent refuses stdin frames once the side channel is attached.
 func (x *ExecConn) SendStdin(ctx context.Context, r io.Reader) (int64, error) {
 	if x.stdinID == "" {
 		return 0, fmt.Errorf("%w: the agent offered no side channel", ErrStdinUnsent)
 	}
+	path := "/write_stdin?" + url.Values{"id": {x.stdinID}}.Encode()
+	if pipe, ok := splicePipe(r); ok && x.c.spliceStdin {
+		if u, ok := x.c.directURL(path); ok {
+			return x.sendSpliced(ctx, u, pipe)
+		}
+	}
 	body, untouched := sideBody(r)
-	u := x.c.base + "/write_stdin?" + url.Values{"id": {x.stdinID}}.Encode()
+	u := x.c.base + path
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, body)
 	if err != nil {
 		return 0, err

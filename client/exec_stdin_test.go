@@ -126,3 +126,79 @@ func TestExecSendStdinFallsBack(t *testing.T) {
 		assert.Equal(t, "all of it", execOutput(t, x))
 	}
 }
+
+// With WithSplicedStdin, a pipe goes on a connection of its own, spliced
+// into the socket: every byte arrives; a refusal before the body takes
+// none of the pipe (ErrStdinUnsent); a command that ends before its
+// stdin does ends the request with the agent's 409, as net/http's does,
+// and what went in.
+func TestExecSendStdinSpliced(t *testing.T) {
+	var spliced atomic.Int64
+	a := startAgent(t, agentConfig{wrap: func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/write_stdin" && r.Close && len(r.TransferEncoding) > 0 {
+				spliced.Add(1) // net/http's requests keep their connection
+			}
+			h.ServeHTTP(w, r)
+		})
+	}})
+	c, err := client.New(a.ts.URL, testSecret, client.WithSplicedStdin())
+	require.NoError(t, err)
+	t.Cleanup(c.CloseIdleConnections)
+	pipeOf := func(data []byte) *os.File {
+		pr, pw, err := os.Pipe()
+		require.NoError(t, err)
+		t.Cleanup(func() { pr.Close() })
+		go func() { _, _ = pw.Write(data); pw.Close() }()
+		return pr
+	}
+
+	data := make([]byte, 24<<20)
+	_, _ = rand.Read(data)
+	sum := sha256.Sum256(data)
+	x, err := c.Exec(t.Context(), client.ExecOptions{Cmd: "sha256sum", Stdin: true, StdinRaw: true})
+	require.NoError(t, err)
+	defer x.Close()
+	n, err := x.SendStdin(t.Context(), pipeOf(data))
+	require.NoError(t, err)
+	assert.Equal(t, int64(len(data)), n)
+	assert.Equal(t, hex.EncodeToString(sum[:])+"  -\n", execOutput(t, x))
+	assert.Equal(t, int64(1), spliced.Load(), "the pipe went spliced")
+
+	x, err = c.Exec(t.Context(), client.ExecOptions{Cmd: "cat", Stdin: true, StdinRaw: true})
+	require.NoError(t, err)
+	defer x.Close()
+	client.SetStdinID(x, "exec-stdin-unknown")
+	pr := pipeOf([]byte("all of it"))
+	_, err = x.SendStdin(t.Context(), pr)
+	require.True(t, errors.Is(err, client.ErrStdinUnsent), "%v", err)
+	rest, err := io.ReadAll(pr)
+	require.NoError(t, err)
+	assert.Equal(t, "all of it", string(rest), "SendStdin read some")
+
+	x, err = c.Exec(t.Context(), client.ExecOptions{Cmd: "head -c 10 >/dev/null", Stdin: true, StdinRaw: true})
+	require.NoError(t, err)
+	defer x.Close()
+	pr, pw, err := os.Pipe()
+	require.NoError(t, err)
+	defer pr.Close()
+	feeding := make(chan struct{})
+	go func() { // more than the command takes, until SendStdin is done
+		defer close(feeding)
+		defer pw.Close()
+		chunk := make([]byte, 64<<10)
+		for i := 0; i < 4096; i++ {
+			if _, err := pw.Write(chunk); err != nil {
+				return
+			}
+		}
+	}()
+	n, err = x.SendStdin(t.Context(), pr)
+	pr.Close() // the feeder's writes fail from here
+	<-feeding
+	var e *client.Error // as without splicing: the agent's 409, with what went in
+	require.ErrorAs(t, err, &e)
+	assert.Equal(t, http.StatusConflict, e.StatusCode)
+	assert.Less(t, n, int64(4096*64<<10), "the command took part, and the request ended with it")
+	assert.Equal(t, int64(3), spliced.Load())
+}

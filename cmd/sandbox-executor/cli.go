@@ -223,7 +223,8 @@ func (c *cli) connect(cf *connFlags, beforeRead func()) (*client.Client, error) 
 	if beforeRead != nil {
 		rt = hookedTransport{rt: rt, beforeRead: beforeRead}
 	}
-	return client.New(url, token, client.WithHTTPClient(&http.Client{Transport: rt}))
+	// exec -i from a pipe: spliced into the socket (see WithSplicedStdin).
+	return client.New(url, token, client.WithHTTPClient(&http.Client{Transport: rt}), client.WithSplicedStdin())
 }
 
 func cmpOr(a, b string) string {
