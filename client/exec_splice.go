@@ -99,7 +99,10 @@ func (x *ExecConn) sendSpliced(ctx context.Context, u *url.URL, pipe *os.File) (
 	}
 	if err := spliceBody(ctx, tc, pipe); err != nil {
 		// The agent may have answered and closed (the command ended):
-		// its reply says how much the command took.
+		// its reply says how much the command took. Half-closing first
+		// ends the body, cut, for an agent still waiting for it, which
+		// then answers too rather than wait.
+		_ = tc.CloseWrite()
 		if resp, rerr := http.ReadResponse(br, nil); rerr == nil {
 			return spliceReply(resp)
 		}
