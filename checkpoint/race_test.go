@@ -124,3 +124,24 @@ func TestRestoreModeNotFollowed(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, os.FileMode(0o600), fi.Mode()&(os.ModePerm|os.ModeSetuid), "the file the links lead to keeps its mode")
 }
+
+// A manifest whose entry leads out of its directory (damaged, or made by
+// hand) is refused whole by a restore, nothing written.
+func TestRestoreRefusesEntryOutside(t *testing.T) {
+	parent := t.TempDir()
+	root := filepath.Join(parent, "tree")
+	require.NoError(t, os.Mkdir(root, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(root, "a"), []byte("a\n"), 0o644))
+	s := openStore(t, t.TempDir(), 1<<30)
+	m, err := s.Create(t.Context(), root, "", nil)
+	require.NoError(t, err)
+	require.Len(t, m.Files, 1)
+	for _, rel := range []string{"../escaped", "/abs", ""} {
+		bad := *m
+		bad.Files = []Entry{m.Files[0]}
+		bad.Files[0].Rel = rel
+		_, err := s.Restore(t.Context(), &bad, false)
+		require.ErrorIs(t, err, ErrDamaged, "%q", rel)
+		assert.NoFileExists(t, filepath.Join(parent, "escaped"))
+	}
+}

@@ -39,6 +39,9 @@ func (s *Store) Restore(ctx context.Context, m *Manifest, deleteAdded bool) (*Re
 	if gone := s.missing(m); len(gone) > 0 {
 		return nil, fmt.Errorf("%w: checkpoint %s: the content of %d files, %s first", ErrDamaged, m.ID, len(gone), gone[0])
 	}
+	if rel, ok := outside(m); ok {
+		return nil, fmt.Errorf("%w: checkpoint %s: the entry %q is not a path below its directory", ErrDamaged, m.ID, rel)
+	}
 	root := m.Path
 	if err := os.MkdirAll(root, fileMode(m.RootMode)); err != nil {
 		return nil, err
@@ -93,6 +96,22 @@ func (s *Store) Restore(ctx context.Context, m *Manifest, deleteAdded bool) (*Re
 	sort.Strings(res.Deleted)
 	sort.Strings(res.ModeChanged)
 	return res, nil
+}
+
+// outside returns the first entry of m whose path is not one below m's
+// directory ("..", absolute, empty), if there is one. A checkpoint's entries come
+// from a scan, but a restore writes as root where they say: one read from
+// a damaged or hand-made manifest is refused, not followed out of the
+// directory.
+func outside(m *Manifest) (string, bool) {
+	for _, es := range [][]Entry{m.Dirs, m.Files} {
+		for _, e := range es {
+			if !filepath.IsLocal(filepath.FromSlash(e.Rel)) {
+				return e.Rel, true
+			}
+		}
+	}
+	return "", false
 }
 
 // testHookBeforeChmod is called just before a restore sets the mode of
