@@ -99,10 +99,10 @@ func (s *Store) Restore(ctx context.Context, m *Manifest, deleteAdded bool) (*Re
 }
 
 // outside returns the first entry of m whose path is not one below m's
-// directory ("..", absolute, empty), if there is one. A checkpoint's entries come
-// from a scan, but a restore writes as root where they say: one read from
-// a damaged or hand-made manifest is refused, not followed out of the
-// directory.
+// directory ("..", absolute, empty), if there is one. A checkpoint's
+// entries come from a scan, but a restore writes as root where they say:
+// one read from a damaged or hand-made manifest is refused, not followed
+// out of the directory.
 func outside(m *Manifest) (string, bool) {
 	for _, es := range [][]Entry{m.Dirs, m.Files} {
 		for _, e := range es {
