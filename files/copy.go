@@ -31,7 +31,9 @@ const copyBatch = 256
 
 // copyInto copies from into a temporary directory made beside to, then
 // renames the copy into place; the temporary directory goes either way.
-func (p *pair) copyInto(ctx context.Context, overwrite bool) error {
+// With keepOwners, each copy is given its source's owner where the
+// copier may (see treeCopy).
+func (p *pair) copyInto(ctx context.Context, overwrite, keepOwners bool) error {
 	toDir := int(p.toDir.Fd())
 	if !overwrite {
 		if _, err := lstatAt(toDir, p.toName); err == nil {
@@ -43,7 +45,8 @@ func (p *pair) copyInto(ctx context.Context, overwrite bool) error {
 		return &fs.PathError{Op: "mkdir", Path: p.toDirP, Err: err}
 	}
 	defer removeCopyDir(toDir, tmpName, tmp)
-	if err := copyAt(ctx, int(p.fromDir.Fd()), p.fromName, int(tmp.Fd()), "c", p.fromPath(), 0); err != nil {
+	c := treeCopy{ctx: ctx, keepOwners: keepOwners}
+	if err := c.copyAt(int(p.fromDir.Fd()), p.fromName, int(tmp.Fd()), "c", p.fromPath(), 0); err != nil {
 		return err
 	}
 	return p.renameFrom(tmp, "c", overwrite)
@@ -84,12 +87,24 @@ func removeCopyDir(dir int, name string, tmp *os.File) {
 	}
 }
 
+// treeCopy is one copy's settings.
+type treeCopy struct {
+	ctx context.Context
+	// keepOwners gives each copy its source's owner, as mv(1) does across
+	// file systems; where the copier may not (it is not root), the copy
+	// stays the copier's. Without it a copy is its maker's, as cp(1)
+	// makes it.
+	keepOwners bool
+}
+
 // copyAt copies name, in the directory srcDir, to dstName, which does not
 // exist yet, in dstDir: a link as a link, a directory with everything in
-// it, a regular file with its content; each with its mode. path names
-// the source in errors.
-func copyAt(ctx context.Context, srcDir int, name string, dstDir int, dstName, path string, depth int) error {
-	if err := ctx.Err(); err != nil {
+// it, a regular file with its content; each with its mode, except that a
+// file whose copy has another owner or group than it loses its setuid or
+// setgid bit, as cp(1) drops them: root's copy of a user's setuid program
+// would otherwise run as root. path names the source in errors.
+func (c treeCopy) copyAt(srcDir int, name string, dstDir int, dstName, path string, depth int) error {
+	if err := c.ctx.Err(); err != nil {
 		return err
 	}
 	st, err := lstatAt(srcDir, name)
@@ -105,17 +120,22 @@ func copyAt(ctx context.Context, srcDir int, name string, dstDir int, dstName, p
 		if err := ignoringEINTR(func() error { return unix.Symlinkat(target, dstDir, dstName) }); err != nil {
 			return &fs.PathError{Op: "symlink", Path: path, Err: err}
 		}
+		if c.keepOwners {
+			_ = ignoringEINTR(func() error {
+				return unix.Fchownat(dstDir, dstName, int(st.Uid), int(st.Gid), unix.AT_SYMLINK_NOFOLLOW)
+			})
+		}
 		return nil
 	case isDir(st):
-		return copyDirAt(ctx, srcDir, name, dstDir, dstName, path, depth)
+		return c.copyDirAt(srcDir, name, dstDir, dstName, path, depth)
 	case isReg(st):
-		return copyFileAt(srcDir, name, dstDir, dstName, path)
+		return c.copyFileAt(srcDir, name, dstDir, dstName, path)
 	}
 	return notRegularError(fmt.Sprintf("copy %s: named pipes, sockets and devices are not copied", path))
 }
 
 // copyDirAt copies the directory name of srcDir, as copyAt does.
-func copyDirAt(ctx context.Context, srcDir int, name string, dstDir int, dstName, path string, depth int) error {
+func (c treeCopy) copyDirAt(srcDir int, name string, dstDir int, dstName, path string, depth int) error {
 	if depth >= maxCopyDepth {
 		return &fs.PathError{Op: "copy", Path: path, Err: syscall.ELOOP}
 	}
@@ -141,7 +161,7 @@ func copyDirAt(ctx context.Context, srcDir int, name string, dstDir int, dstName
 	for {
 		names, err := src.Readdirnames(copyBatch)
 		for _, n := range names {
-			if err := copyAt(ctx, fd, n, dfd, n, path+"/"+n, depth+1); err != nil {
+			if err := c.copyAt(fd, n, dfd, n, path+"/"+n, depth+1); err != nil {
 				return err
 			}
 		}
@@ -152,15 +172,35 @@ func copyDirAt(ctx context.Context, srcDir int, name string, dstDir int, dstName
 			return &fs.PathError{Op: "readdirent", Path: path, Err: err}
 		}
 	}
-	mode := st.Mode & 0o7777 // permissions, setuid, setgid, sticky
-	if err := ignoringEINTR(func() error { return unix.Fchmod(dfd, mode) }); err != nil {
+	if err := ignoringEINTR(func() error { return unix.Fchmod(dfd, c.mode(dfd, st)) }); err != nil {
 		return &fs.PathError{Op: "chmod", Path: path, Err: err}
 	}
 	return nil
 }
 
+// mode gives the copy open as fd its source's owner if c keeps owners,
+// and returns the mode to set on it: st's, without the setuid and setgid
+// bits of a regular file whose copy has another owner or group.
+func (c treeCopy) mode(fd int, st unix.Stat_t) uint32 {
+	if c.keepOwners {
+		_ = ignoringEINTR(func() error { return unix.Fchown(fd, int(st.Uid), int(st.Gid)) }) // not root: the copier's
+	}
+	mode := st.Mode & 0o7777 // permissions, setuid, setgid, sticky
+	if !isReg(st) {
+		return mode // a directory's setgid and sticky bits grant no rights
+	}
+	now, err := fstat(fd)
+	if err != nil || now.Uid != st.Uid {
+		mode &^= unix.S_ISUID
+	}
+	if err != nil || now.Gid != st.Gid {
+		mode &^= unix.S_ISGID
+	}
+	return mode
+}
+
 // copyFileAt copies the regular file name of srcDir, as copyAt does.
-func copyFileAt(srcDir int, name string, dstDir int, dstName, path string) error {
+func (c treeCopy) copyFileAt(srcDir int, name string, dstDir int, dstName, path string) error {
 	// O_NONBLOCK: a named pipe swapped in since the lstat must not hold
 	// the open; it is then refused as not regular.
 	fd, err := ignoringEINTRFD(func() (int, error) {
@@ -187,7 +227,8 @@ func copyFileAt(srcDir int, name string, dstDir int, dstName, path string) error
 	out := os.NewFile(uintptr(ofd), dstName)
 	_, err = io.Copy(out, in) // copy_file_range where the kernel can
 	if err == nil {
-		err = ignoringEINTR(func() error { return unix.Fchmod(ofd, st.Mode&0o7777) })
+		// c.mode chowns first, if it does, which clears setuid.
+		err = ignoringEINTR(func() error { return unix.Fchmod(ofd, c.mode(ofd, st)) })
 	}
 	if cerr := out.Close(); err == nil {
 		err = cerr

@@ -24,7 +24,9 @@ var ErrNeedsRecursive = errors.New("a directory is copied only with recursive")
 // non-empty one is ENOTEMPTY). The refusal of an existing to is the
 // kernel's own (renameat2's RENAME_NOREPLACE), so nothing created
 // meanwhile is clobbered. Across file systems, from is copied beside to,
-// renamed into place, and then removed. Symbolic links are moved, never
+// renamed into place, and then removed; the copies keep their owners
+// where the agent may give them (as root), as mv(1) keeps them, else
+// they are o's, as Copy makes them. Symbolic links are moved, never
 // followed; the directories on the way are resolved as Stage resolves
 // them. Parents of to are not created.
 func Move(ctx context.Context, from, to string, overwrite bool, o *Owner) error {
@@ -41,15 +43,16 @@ func Move(ctx context.Context, from, to string, overwrite bool, o *Owner) error 
 		if !errors.Is(err, syscall.EXDEV) {
 			return err
 		}
-		if err := src.copyInto(ctx, overwrite); err != nil {
+		if err := src.copyInto(ctx, overwrite, true); err != nil {
 			return err
 		}
 		return removeAll(ctx, src.fromDir, src.fromName, src.fromPath())
 	})
 }
 
-// Copy copies from to to, as o: a file with its mode, a directory (only
-// with recursive, else ErrNeedsRecursive) with everything in it;
+// Copy copies from to to, as o: a file with its mode (but for a setuid or
+// setgid bit its copy, o's, no longer matches: see treeCopy.copyAt), a
+// directory (only with recursive, else ErrNeedsRecursive) with everything in it;
 // symbolic links are copied as links, never followed, and special files
 // are refused (ErrNotRegular). The copy is made beside to and renamed
 // into place whole: an existing to is EEXIST unless overwrite, which
@@ -69,7 +72,7 @@ func Copy(ctx context.Context, from, to string, overwrite, recursive bool, o *Ow
 		if st.Mode&unix.S_IFMT == unix.S_IFDIR && !recursive {
 			return fmt.Errorf("copy %s: %w", from, ErrNeedsRecursive)
 		}
-		return src.copyInto(ctx, overwrite)
+		return src.copyInto(ctx, overwrite, false)
 	})
 }
 

@@ -3,6 +3,7 @@ package files
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -35,4 +36,51 @@ func TestMoveRefusesToClobber(t *testing.T) {
 	got, err := os.ReadFile(b)
 	require.NoError(t, err)
 	assert.Equal(t, "a", string(got))
+}
+
+// A copy is its maker's, as cp(1) makes it: root's copy of a user's
+// setuid or setgid program loses those bits (it would run as root), and
+// root's copy of its own keeps them. A move across file systems keeps
+// each file's owner, mode and bits, as mv(1) does.
+func TestCopyOwnersAndSetuid(t *testing.T) {
+	o := nobodyIfRoot()
+	if o == nil {
+		t.Skip("needs root: files of another owner are made")
+	}
+	dir := reachableDir(t)
+	src := filepath.Join(dir, "src")
+	require.NoError(t, os.Mkdir(src, 0o755))
+	for name, mode := range map[string]os.FileMode{"users-suid": 0o755 | os.ModeSetuid, "users-sgid": 0o755 | os.ModeSetgid, "roots-suid": 0o755 | os.ModeSetuid} {
+		p := filepath.Join(src, name)
+		require.NoError(t, os.WriteFile(p, []byte("#!/bin/sh\n"), 0o755))
+		if strings.HasPrefix(name, "users") {
+			require.NoError(t, os.Chown(p, int(o.UID), int(o.GID)))
+		}
+		require.NoError(t, os.Chmod(p, mode)) // after the chown, which clears setuid
+	}
+	require.NoError(t, os.Chown(src, int(o.UID), int(o.GID)))
+
+	require.NoError(t, Copy(t.Context(), src, filepath.Join(dir, "copy"), false, true, nil))
+	for name, want := range map[string]os.FileMode{"users-suid": 0o755, "users-sgid": 0o755, "roots-suid": 0o755 | os.ModeSetuid} {
+		fi, err := os.Stat(filepath.Join(dir, "copy", name))
+		require.NoError(t, err)
+		assert.Equal(t, want, fi.Mode()&(os.ModePerm|os.ModeSetuid|os.ModeSetgid), name)
+		assert.Equal(t, uint32(0), fi.Sys().(*syscall.Stat_t).Uid, "%s: the copy is its maker's", name)
+	}
+
+	other := filepath.Join(mountTmpfs(t, "16m"), "moved")
+	require.NoError(t, Move(t.Context(), src, other, false, nil))
+	for name, want := range map[string]os.FileMode{"users-suid": 0o755 | os.ModeSetuid, "users-sgid": 0o755 | os.ModeSetgid, "roots-suid": 0o755 | os.ModeSetuid} {
+		fi, err := os.Stat(filepath.Join(other, name))
+		require.NoError(t, err)
+		assert.Equal(t, want, fi.Mode()&(os.ModePerm|os.ModeSetuid|os.ModeSetgid), name)
+		wantUID := uint32(0)
+		if strings.HasPrefix(name, "users") {
+			wantUID = o.UID
+		}
+		assert.Equal(t, wantUID, fi.Sys().(*syscall.Stat_t).Uid, "%s keeps its owner", name)
+	}
+	fi, err := os.Stat(other)
+	require.NoError(t, err)
+	assert.Equal(t, o.UID, fi.Sys().(*syscall.Stat_t).Uid, "the moved directory keeps its owner")
 }
