@@ -145,3 +145,33 @@ func TestRestoreRefusesEntryOutside(t *testing.T) {
 		assert.NoFileExists(t, filepath.Join(parent, "escaped"))
 	}
 }
+
+// A restore sets a file's setuid and setgid bits only where the file has
+// the recorded owner and group: where its chown did not take (an agent
+// that is not root), the agent's user gets no setuid program of a file
+// recorded as another's. Directories keep their bits.
+func TestTreeChmodSetuidNeedsOwner(t *testing.T) {
+	root := t.TempDir()
+	p := filepath.Join(root, "prog")
+	require.NoError(t, os.WriteFile(p, nil, 0o755))
+	require.NoError(t, os.Mkdir(filepath.Join(root, "d"), 0o755))
+	tr, err := openTree(root)
+	require.NoError(t, err)
+	defer tr.close()
+	uid, gid := uint32(os.Geteuid()), uint32(os.Getegid())
+
+	require.NoError(t, tr.chmod(Entry{Rel: "prog", Mode: 0o6755, UID: uid + 1, GID: gid + 1}))
+	fi, err := os.Stat(p)
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o755), fi.Mode()&(os.ModePerm|os.ModeSetuid|os.ModeSetgid), "another's: no bits")
+
+	require.NoError(t, tr.chmod(Entry{Rel: "prog", Mode: 0o6755, UID: uid, GID: gid}))
+	fi, err = os.Stat(p)
+	require.NoError(t, err)
+	assert.Equal(t, 0o755|os.ModeSetuid|os.ModeSetgid, fi.Mode()&(os.ModePerm|os.ModeSetuid|os.ModeSetgid), "its owner's: both")
+
+	require.NoError(t, tr.chmod(Entry{Rel: "d", Mode: 0o2775, UID: uid + 1, GID: gid + 1}))
+	fi, err = os.Stat(filepath.Join(root, "d"))
+	require.NoError(t, err)
+	assert.Equal(t, 0o775|os.ModeSetgid, fi.Mode()&(os.ModePerm|os.ModeSetgid), "a directory keeps its setgid")
+}

@@ -11,6 +11,8 @@ import (
 	"sort"
 	"syscall"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/sandbox-executor/sandbox-executor/files"
 )
 
@@ -143,7 +145,7 @@ func (s *Store) restoreFile(ctx context.Context, r *os.Root, t *tree, f Entry, c
 		}
 		_ = r.Lchown(p, int(f.UID), int(f.GID))
 		testHookBeforeChmod(f.Rel)
-		if err := t.chmod(f.Rel, f.Mode); err != nil && !errors.Is(err, syscall.ELOOP) {
+		if err := t.chmod(f); err != nil && !errors.Is(err, syscall.ELOOP) {
 			return false, false, err // ELOOP: a link put in its place since, left alone
 		}
 		return false, true, nil
@@ -166,7 +168,7 @@ func (s *Store) restoreFile(ctx context.Context, r *os.Root, t *tree, f Entry, c
 	// no mode.
 	_ = r.Lchown(p, int(f.UID), int(f.GID))
 	testHookBeforeChmod(f.Rel)
-	if err := t.chmod(f.Rel, f.Mode); errors.Is(err, syscall.ELOOP) { // after chown, which clears setuid
+	if err := t.chmod(f); errors.Is(err, syscall.ELOOP) { // after chown, which clears setuid
 		return true, false, nil // a link put in the file's place since: left alone
 	} else if err != nil {
 		return false, false, err
@@ -218,10 +220,10 @@ func setDirModes(r *os.Root, t *tree, m *Manifest) {
 		d := m.Dirs[i]
 		if fi, err := r.Lstat(filepath.FromSlash(d.Rel)); err == nil && fi.IsDir() && modeBits(fi.Mode()) != d.Mode {
 			testHookBeforeChmod(d.Rel)
-			_ = t.chmod(d.Rel, d.Mode) // a link put there since is refused
+			_ = t.chmod(d) // a link put there since is refused
 		}
 	}
 	if fi, err := r.Stat("."); err == nil && modeBits(fi.Mode()) != m.RootMode {
-		_ = t.chmod(".", m.RootMode)
+		_ = t.chmodRel(".", func(unix.Stat_t) uint32 { return m.RootMode & 0o7777 })
 	}
 }

@@ -37,10 +37,29 @@ func (t *tree) close() { unix.Close(t.fd) }
 // abs is the path of rel, for errors.
 func (t *tree) abs(rel string) string { return filepath.Join(t.path, filepath.FromSlash(rel)) }
 
-// chmod sets the mode of rel (mode bits as an Entry holds them), without
-// following a link at the end or on the way (ELOOP).
-func (t *tree) chmod(rel string, mode uint32) error {
-	if err := beneath.Chmod(t.fd, rel, mode&0o7777); err != nil {
+// chmod sets the mode of e's file (mode bits as an Entry holds them),
+// without following a link at the end or on the way (ELOOP). A regular
+// file that does not have e's owner (or group) does not get its setuid
+// (or setgid) bit: a restore whose chown failed (an agent that is not
+// root) must not make a setuid program of the agent's user out of a
+// file recorded as someone else's.
+func (t *tree) chmod(e Entry) error {
+	return t.chmodRel(e.Rel, func(st unix.Stat_t) uint32 {
+		mode := e.Mode & 0o7777
+		if st.Mode&unix.S_IFMT == unix.S_IFREG && st.Uid != e.UID {
+			mode &^= unix.S_ISUID
+		}
+		if st.Mode&unix.S_IFMT == unix.S_IFREG && st.Gid != e.GID {
+			mode &^= unix.S_ISGID
+		}
+		return mode
+	})
+}
+
+// chmodRel sets the mode of rel to what mode returns for its stat,
+// without following a link at the end or on the way (ELOOP).
+func (t *tree) chmodRel(rel string, mode func(unix.Stat_t) uint32) error {
+	if err := beneath.ChmodStat(t.fd, rel, mode); err != nil {
 		return &fs.PathError{Op: "chmod", Path: t.abs(rel), Err: err}
 	}
 	return nil

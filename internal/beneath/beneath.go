@@ -95,6 +95,13 @@ func retry(fn func() (int, error)) (int, error) {
 // follows a link at the end, and would change, with the caller's rights,
 // the mode of whatever it leads to.)
 func Chmod(dir int, rel string, mode uint32) error {
+	return ChmodStat(dir, rel, func(unix.Stat_t) uint32 { return mode })
+}
+
+// ChmodStat is Chmod with the mode that mode returns for the stat of what
+// was opened, so that it is decided on the file it is set on (its owner,
+// say), not on what was at rel a moment before.
+func ChmodStat(dir int, rel string, mode func(unix.Stat_t) uint32) error {
 	fd, err := Open(dir, rel, unix.O_PATH)
 	if err != nil {
 		return err
@@ -107,7 +114,7 @@ func Chmod(dir int, rel string, mode uint32) error {
 	if st.Mode&unix.S_IFMT == unix.S_IFLNK {
 		return unix.ELOOP // O_PATH|O_NOFOLLOW opens the link itself
 	}
-	return chmodFD(fd, mode)
+	return chmodFD(fd, mode(st))
 }
 
 // chmodFD sets the mode of the file open as fd (O_PATH will do): by
