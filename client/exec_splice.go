@@ -3,7 +3,6 @@ package client
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -91,7 +90,7 @@ func (x *ExecConn) sendSpliced(ctx context.Context, u *url.URL, pipe *os.File) (
 		return 0, fmt.Errorf("%w: %w", ErrStdinUnsent, x.ctxOr(ctx, err))
 	}
 	if resp.StatusCode != http.StatusContinue { // answered before the body: none of pipe was read
-		n, err := spliceReply(resp)
+		n, err := stdinReply(resp)
 		if err != nil {
 			err = fmt.Errorf("%w: %w", ErrStdinUnsent, err)
 		}
@@ -104,14 +103,14 @@ func (x *ExecConn) sendSpliced(ctx context.Context, u *url.URL, pipe *os.File) (
 		// then answers too rather than wait.
 		_ = tc.CloseWrite()
 		if resp, rerr := http.ReadResponse(br, nil); rerr == nil {
-			return spliceReply(resp)
+			return stdinReply(resp)
 		}
 		return 0, x.ctxOr(ctx, err)
 	}
 	if resp, err = http.ReadResponse(br, nil); err != nil {
 		return 0, x.ctxOr(ctx, err)
 	}
-	return spliceReply(resp)
+	return stdinReply(resp)
 }
 
 // ctxOr returns ctx's error if it has ended (which closed the
@@ -121,22 +120,6 @@ func (x *ExecConn) ctxOr(ctx context.Context, err error) error {
 		return ctx.Err()
 	}
 	return &ConnError{URL: x.c.base, Err: err}
-}
-
-// spliceReply reads the final reply of a spliced /write_stdin.
-func spliceReply(resp *http.Response) (int64, error) {
-	defer resp.Body.Close()
-	if resp.StatusCode/100 != 2 {
-		err := readError(resp)
-		return writtenBefore(err), err
-	}
-	var reply struct {
-		Written int64 `json:"written"`
-	}
-	if err := json.NewDecoder(io.LimitReader(resp.Body, maxErrorBody)).Decode(&reply); err != nil {
-		return 0, fmt.Errorf("POST /write_stdin: reading the reply: %w", err)
-	}
-	return reply.Written, nil
 }
 
 // pipePoll is how long a wait for the pipe lasts before ctx is looked at.

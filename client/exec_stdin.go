@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -48,22 +47,16 @@ func (x *ExecConn) SendStdin(ctx context.Context, r io.Reader) (int64, error) {
 			return x.sendSpliced(ctx, u, pipe)
 		}
 	}
-	body, untouched := sideBody(r)
-	u := x.c.base + path
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, body)
+	n, known := knownLength(r)
+	var body io.Reader = http.NoBody // an empty one: no duplicate to close
+	untouched := func() bool { return true }
+	if !known || n > 0 {
+		body, untouched = sideBody(r, known)
+	}
+	req, err := x.c.stdinRequest(ctx, x.stdinID, body, n, known)
 	if err != nil {
 		return 0, err
 	}
-	if n, known := knownLength(r); known {
-		req.ContentLength = n
-		if n == 0 {
-			req.Body = http.NoBody
-		}
-	}
-	if x.c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+x.c.token)
-	}
-	req.Header.Set("Content-Type", "application/octet-stream")
 	// The agent answers 100 Continue once the body can go in: a refusal
 	// (404, 409) then comes before any of r is read.
 	req.Header.Set("Expect", "100-continue")
@@ -74,24 +67,18 @@ func (x *ExecConn) SendStdin(ctx context.Context, r io.Reader) (int64, error) {
 		}
 		return writtenBefore(err), err
 	}
-	defer resp.Body.Close()
-	var reply struct {
-		Written int64 `json:"written"`
-	}
-	if err := json.NewDecoder(io.LimitReader(resp.Body, maxErrorBody)).Decode(&reply); err != nil {
-		return 0, fmt.Errorf("POST /write_stdin: reading the reply: %w", err)
-	}
-	return reply.Written, nil
+	return stdinReply(resp)
 }
 
-// sideBody returns the body that sends r, and a function that reports
-// whether none of r has been read. A regular file goes as an *os.File,
-// so that net/http hands it to the kernel (sendfile), its offset telling
-// what was read; a duplicate of it, since net/http closes the body.
-// Another reader is read through bigReads.
-func sideBody(r io.Reader) (io.Reader, func() bool) {
+// sideBody returns the body that sends r, whose length is known or not
+// (knownLength), and a function that reports whether none of r has been
+// read. A regular file goes as an *os.File, so that net/http hands it to
+// the kernel (sendfile), its offset telling what was read; a duplicate of
+// it, since net/http closes the body. Another reader is read through
+// bigReads.
+func sideBody(r io.Reader, known bool) (io.Reader, func() bool) {
 	if f, ok := r.(*os.File); ok {
-		if _, known := knownLength(f); known {
+		if known {
 			if dup := dupFile(f); dup != nil {
 				at, err := f.Seek(0, io.SeekCurrent)
 				return dup, func() bool {

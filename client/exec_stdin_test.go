@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -201,4 +202,39 @@ func TestExecSendStdinSpliced(t *testing.T) {
 	assert.Equal(t, http.StatusConflict, e.StatusCode)
 	assert.Less(t, n, int64(4096*64<<10), "the command took part, and the request ended with it")
 	assert.Equal(t, int64(3), spliced.Load())
+}
+
+// An empty file (or one read to its end) goes as no body at all, and
+// leaves no descriptor behind: the duplicate a file's body is sent from
+// is made only for a body there is.
+func TestExecSendStdinEmptyFile(t *testing.T) {
+	a := startAgent(t, agentConfig{})
+	c := expectingClient(t, a)
+	path := filepath.Join(t.TempDir(), "empty")
+	require.NoError(t, os.WriteFile(path, nil, 0o600))
+	f, err := os.Open(path)
+	require.NoError(t, err)
+	defer f.Close()
+	opens := func() int { // descriptors of this process open on the file
+		des, err := os.ReadDir("/proc/self/fd")
+		require.NoError(t, err)
+		n := 0
+		for _, de := range des {
+			if target, err := os.Readlink("/proc/self/fd/" + de.Name()); err == nil && target == path {
+				n++
+			}
+		}
+		return n
+	}
+	x, err := c.Exec(t.Context(), client.ExecOptions{Cmd: "wc -c", Stdin: true, StdinRaw: true})
+	require.NoError(t, err)
+	defer x.Close()
+	// No collection meanwhile: a leaked *os.File would be closed by its
+	// finalizer, and the leak hidden.
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
+	n, err := x.SendStdin(t.Context(), f)
+	require.NoError(t, err)
+	assert.Equal(t, int64(0), n)
+	assert.Equal(t, "0\n", execOutput(t, x))
+	assert.Equal(t, 1, opens(), "only f is open on the file")
 }

@@ -31,17 +31,37 @@ func (c *Client) WriteStdin(ctx context.Context, id string, r io.Reader) (int64,
 	if rc, ok := r.(io.ReadCloser); ok {
 		r = struct{ io.Reader }{rc} // net/http would close it
 	}
-	// NewRequest sets the length of the readers whose length it knows
-	// (bytes.Reader, strings.Reader, bytes.Buffer); others go chunked,
-	// but for those knownLength knows.
-	u := c.base + "/write_stdin?" + url.Values{"id": {id}}.Encode()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, r)
+	req, err := c.stdinRequest(ctx, id, r, length, known)
 	if err != nil {
 		return 0, err
 	}
+	resp, err := c.do(req)
+	if err != nil {
+		return writtenBefore(err), err
+	}
+	n, err := stdinReply(resp)
+	if err != nil {
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return 0, ctxErr
+		}
+	}
+	return n, err
+}
+
+// stdinRequest returns the raw /write_stdin request that sends body into
+// the stdin id names: with a Content-Length of n if known (and no body
+// at all for none), else chunked. NewRequest sets the length of the
+// readers whose length it knows (bytes.Reader, strings.Reader,
+// bytes.Buffer); for the others knownLength knows.
+func (c *Client) stdinRequest(ctx context.Context, id string, body io.Reader, n int64, known bool) (*http.Request, error) {
+	u := c.base + "/write_stdin?" + url.Values{"id": {id}}.Encode()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, body)
+	if err != nil {
+		return nil, err
+	}
 	if known {
-		req.ContentLength = length
-		if length == 0 {
+		req.ContentLength = n
+		if n == 0 {
 			req.Body = http.NoBody
 		}
 	}
@@ -49,18 +69,21 @@ func (c *Client) WriteStdin(ctx context.Context, id string, r io.Reader) (int64,
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
 	req.Header.Set("Content-Type", "application/octet-stream")
-	resp, err := c.do(req)
-	if err != nil {
+	return req, nil
+}
+
+// stdinReply reads the reply of a raw /write_stdin: how many bytes went
+// in, or the agent's refusal with the part the process took before it.
+func stdinReply(resp *http.Response) (int64, error) {
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		err := readError(resp)
 		return writtenBefore(err), err
 	}
-	defer resp.Body.Close()
 	var reply struct {
 		Written int64 `json:"written"`
 	}
 	if err := json.NewDecoder(io.LimitReader(resp.Body, maxErrorBody)).Decode(&reply); err != nil {
-		if ctxErr := ctx.Err(); ctxErr != nil {
-			return 0, ctxErr
-		}
 		return 0, fmt.Errorf("POST /write_stdin: reading the reply: %w", err)
 	}
 	return reply.Written, nil
