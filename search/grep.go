@@ -270,7 +270,7 @@ func (g *grep) run(root string, fi fs.FileInfo) error {
 	} else {
 		// A file named by the request is searched whatever the globs,
 		// ignore files and hidden names say, as rg does with a file.
-		e := entry{kind: entFile, abs: root, rel: []string{filepath.Base(root)}, from: -1}
+		e := entry{kind: entFile, abs: root, rel: []string{filepath.Base(root)}, dirfd: -1, from: -1}
 		if a := g.walk.after; a != nil && compareRel(e.rel, a.rel) == 0 {
 			e.from = a.line
 		} else if a != nil && compareRel(e.rel, a.rel) < 0 {
