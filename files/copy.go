@@ -32,59 +32,43 @@ const copyBatch = 256
 // copyInto copies from into a temporary directory made beside to, then
 // renames the copy into place; the temporary directory goes either way.
 // With keepOwners, each copy is given its source's owner where the
-// copier may (see treeCopy).
-func (p *pair) copyInto(ctx context.Context, overwrite, keepOwners bool) error {
+// copier may (see treeCopy). uid is the copier's.
+func (p *pair) copyInto(ctx context.Context, overwrite, keepOwners bool, uid int) error {
 	toDir := int(p.toDir.Fd())
 	if !overwrite {
 		if _, err := lstatAt(toDir, p.toName); err == nil {
 			return &fs.PathError{Op: p.op, Path: p.to, Err: syscall.EEXIST}
 		}
 	}
-	tmpName, tmp, err := makeCopyDir(toDir)
+	tmp, err := makeCopyDir(toDir, uid)
 	if err != nil {
-		return &fs.PathError{Op: "mkdir", Path: p.toDirP, Err: err}
-	}
-	defer removeCopyDir(toDir, tmpName, tmp)
-	c := treeCopy{ctx: ctx, keepOwners: keepOwners}
-	if err := c.copyAt(int(p.fromDir.Fd()), p.fromName, int(tmp.Fd()), "c", p.fromPath(), 0); err != nil {
 		return err
 	}
-	return p.renameFrom(tmp, "c", overwrite)
+	defer tmp.remove() // empty once its copy is renamed out
+	c := treeCopy{ctx: ctx, keepOwners: keepOwners}
+	if err := c.copyAt(int(p.fromDir.Fd()), p.fromName, tmp.fd, "c", p.fromPath(), 0); err != nil {
+		return err
+	}
+	return p.renameFrom(tmp.fd, "c", overwrite)
 }
 
-// makeCopyDir makes a directory of a new random name in dir, readable by
-// its maker alone, and opens it.
-func makeCopyDir(dir int) (string, *os.File, error) {
+// makeCopyDir makes a directory of a new random name in dir, uid's and
+// readable by it alone, and opens it (see openTemp).
+func makeCopyDir(dir int, uid int) (*temp, error) {
 	for range 16 {
 		var b [8]byte
 		_, _ = rand.Read(b[:])
 		name := ".sandbox-copy-" + hex.EncodeToString(b[:])
-		fd, made, err := mkdirOpen(dir, name, 0o700, nil)
-		if err == nil && made {
-			return name, os.NewFile(uintptr(fd), name), nil
+		err := ignoringEINTR(func() error { return unix.Mkdirat(dir, name, 0o700) })
+		if errors.Is(err, unix.EEXIST) {
+			continue
 		}
-		if err == nil {
-			unix.Close(fd) // another's, of the same name: never ours to use
-		} else if !errors.Is(err, unix.EEXIST) {
-			return "", nil, err
+		if err != nil {
+			return nil, &fs.PathError{Op: "mkdir", Path: name, Err: err}
 		}
+		return openTemp(dir, name, uid)
 	}
-	return "", nil, unix.EEXIST
-}
-
-// removeCopyDir removes what is left in the temporary directory tmp, by
-// its descriptor, then the directory itself, if name in dir is still it:
-// a directory another user renamed into its place is left alone.
-func removeCopyDir(dir int, name string, tmp *os.File) {
-	defer tmp.Close()
-	st, err := fstat(int(tmp.Fd()))
-	if err != nil {
-		return
-	}
-	_ = removeContents(int(tmp.Fd()))
-	if now, err := lstatAt(dir, name); err == nil && sameFile(now, st) {
-		_ = ignoringEINTR(func() error { return unix.Unlinkat(dir, name, unix.AT_REMOVEDIR) })
-	}
+	return nil, &fs.PathError{Op: "mkdir", Path: ".sandbox-copy-*", Err: unix.EEXIST}
 }
 
 // treeCopy is one copy's settings.

@@ -123,22 +123,28 @@ func (d *destination) makeTemp() (*temp, error) {
 		if err != nil {
 			return nil, &fs.PathError{Op: "mkdir", Path: name, Err: err}
 		}
-		t := &temp{in: d.tmpIn, name: name}
-		if t.fd, err = ignoringEINTRFD(func() (int, error) { return unix.Openat(d.tmpIn, name, dirFlags, 0) }); err != nil {
-			return nil, &fs.PathError{Op: "open", Path: name, Err: err}
-		}
-		// What was opened must be the directory just made, not one
-		// another user swapped in: the writer's own, closed to others.
-		if t.st, err = fstat(t.fd); err == nil && (int(t.st.Uid) != d.uid || t.st.Mode&0o077 != 0) {
-			err = unix.EEXIST
-		}
-		if err != nil {
-			unix.Close(t.fd)
-			return nil, &fs.PathError{Op: "mkdir", Path: name, Err: err}
-		}
-		return t, nil
+		return openTemp(d.tmpIn, name, d.uid)
 	}
 	return nil, &fs.PathError{Op: "mkdir", Path: prefix + "*", Err: unix.EEXIST}
+}
+
+// openTemp opens the directory name, just made in in (mode 0700) by
+// uid, as a temp. What was opened must be the directory just made, not
+// one another user swapped in: uid's own, closed to others.
+func openTemp(in int, name string, uid int) (*temp, error) {
+	t := &temp{in: in, name: name}
+	var err error
+	if t.fd, err = ignoringEINTRFD(func() (int, error) { return unix.Openat(in, name, dirFlags, 0) }); err != nil {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: err}
+	}
+	if t.st, err = fstat(t.fd); err == nil && (int(t.st.Uid) != uid || t.st.Mode&0o077 != 0) {
+		err = unix.EEXIST
+	}
+	if err != nil {
+		unix.Close(t.fd)
+		return nil, &fs.PathError{Op: "mkdir", Path: name, Err: err}
+	}
+	return t, nil
 }
 
 // remove empties the temporary directory (by its descriptor: wherever it

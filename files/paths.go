@@ -43,7 +43,7 @@ func Move(ctx context.Context, from, to string, overwrite bool, o *Owner) error 
 		if !errors.Is(err, syscall.EXDEV) {
 			return err
 		}
-		if err := src.copyInto(ctx, overwrite, true); err != nil {
+		if err := src.copyInto(ctx, overwrite, true, o.uid()); err != nil {
 			return err
 		}
 		return removeAll(ctx, src.fromDir, src.fromName, src.fromPath())
@@ -72,7 +72,7 @@ func Copy(ctx context.Context, from, to string, overwrite, recursive bool, o *Ow
 		if st.Mode&unix.S_IFMT == unix.S_IFDIR && !recursive {
 			return fmt.Errorf("copy %s: %w", from, ErrNeedsRecursive)
 		}
-		return src.copyInto(ctx, overwrite, false)
+		return src.copyInto(ctx, overwrite, false, o.uid())
 	})
 }
 
@@ -140,16 +140,17 @@ func (p *pair) lstatFrom() (unix.Stat_t, error) {
 
 // rename renames from to to in one system call.
 func (p *pair) rename(overwrite bool) error {
-	return p.renameFrom(p.fromDir, p.fromName, overwrite)
+	return p.renameFrom(int(p.fromDir.Fd()), p.fromName, overwrite)
 }
 
-func (p *pair) renameFrom(dir *os.File, name string, overwrite bool) error {
+// renameFrom renames name, in the directory open as dir, to to.
+func (p *pair) renameFrom(dir int, name string, overwrite bool) error {
 	flags := uint(0)
 	if !overwrite {
 		flags = unix.RENAME_NOREPLACE
 	}
 	err := ignoringEINTR(func() error {
-		return unix.Renameat2(int(dir.Fd()), name, int(p.toDir.Fd()), p.toName, flags)
+		return unix.Renameat2(dir, name, int(p.toDir.Fd()), p.toName, flags)
 	})
 	if err != nil {
 		return &fs.PathError{Op: p.op, Path: p.to, Err: err}
