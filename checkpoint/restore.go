@@ -120,8 +120,6 @@ func outside(m *Manifest) (string, bool) {
 // rel: a test swaps rel for a link there, where another user could.
 var testHookBeforeChmod = func(rel string) {}
 
-func abs(root, rel string) string { return filepath.Join(root, filepath.FromSlash(rel)) }
-
 // restoreFile puts back one file or link; c is what is at its path now,
 // nil if nothing (or a directory) is.
 func (s *Store) restoreFile(ctx context.Context, r *os.Root, t *tree, f Entry, c *Entry) (changed, modeOnly bool, err error) {
@@ -160,7 +158,7 @@ func (s *Store) restoreFile(ctx context.Context, r *os.Root, t *tree, f Entry, c
 		return false, false, err
 	}
 	defer obj.Close()
-	if _, err := files.WriteAtomic(ctx, abs(r.Name(), f.Rel), obj, files.WriteOptions{Mode: fileMode(f.Mode).Perm()}); err != nil {
+	if _, err := files.WriteAtomic(ctx, t.abs(f.Rel), obj, files.WriteOptions{Mode: fileMode(f.Mode).Perm()}); err != nil {
 		return false, false, err
 	}
 	// Lchown, and the tree's chmod and chtimes, never follow a link: one

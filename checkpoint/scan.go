@@ -1,7 +1,7 @@
 package checkpoint
 
 import (
-	"errors"
+	"cmp"
 	"io/fs"
 	"os"
 	"slices"
@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sandbox-executor/sandbox-executor/internal/beneath"
 )
 
 // scanWorkers bounds the directories read at once beyond the caller's
@@ -123,16 +125,19 @@ func (w *walker) read(f *os.File, rel string, n *dirNode) error {
 	var nf, nd int64
 	for _, de := range des {
 		name := de.Name()
-		var st unix.Stat_t
-		if err := unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-			continue
-		}
 		r := name
 		if rel != "" {
 			r = rel + "/" + name
 		}
+		if excluded(r, de.IsDir(), w.extra) {
+			continue // before its stat: node_modules is no fstatat
+		}
+		var st unix.Stat_t
+		if err := unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			continue
+		}
 		typ := st.Mode & unix.S_IFMT
-		if typ == unix.S_IFDIR != de.IsDir() || excluded(r, typ == unix.S_IFDIR, w.extra) {
+		if typ == unix.S_IFDIR != de.IsDir() {
 			continue // replaced since it was listed, out of its place in the order
 		}
 		e := Entry{Rel: r, Mode: st.Mode & 0o7777, MTime: st.Mtim.Nano(), UID: st.Uid, GID: st.Gid}
@@ -145,7 +150,7 @@ func (w *walker) read(f *os.File, rel string, n *dirNode) error {
 			e.Size = st.Size
 			nf++
 		case unix.S_IFLNK:
-			if e.Link, err = readlinkat(fd, name); err != nil {
+			if e.Link, err = beneath.Readlink(fd, name); err != nil {
 				continue
 			}
 			nf++
@@ -167,7 +172,7 @@ func cmpKey(a string, aDir bool, b string, bDir bool) int {
 	if c := strings.Compare(a[:n], b[:n]); c != 0 {
 		return c
 	}
-	return cmpInt(next(a, n, aDir), next(b, n, bDir))
+	return cmp.Compare(next(a, n, aDir), next(b, n, bDir))
 }
 
 // next is the byte of name at i, "/" past a directory's name, else -1.
@@ -179,28 +184,4 @@ func next(name string, i int, dir bool) int {
 		return '/'
 	}
 	return -1
-}
-
-func cmpInt(a, b int) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
-func readlinkat(fd int, name string) (string, error) {
-	for size := 256; size <= 1<<16; size *= 4 {
-		buf := make([]byte, size)
-		n, err := unix.Readlinkat(fd, name, buf)
-		if err != nil {
-			return "", &fs.PathError{Op: "readlinkat", Path: name, Err: err}
-		}
-		if n < size {
-			return string(buf[:n]), nil
-		}
-	}
-	return "", errors.New("link target too long")
 }

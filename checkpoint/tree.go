@@ -34,7 +34,8 @@ func openTree(path string) (*tree, error) {
 
 func (t *tree) close() { unix.Close(t.fd) }
 
-// abs is the path of rel, for errors.
+// abs is the path of rel, as t was opened (for errors, and a restore's
+// writes, which resolve it again with the files package's checks).
 func (t *tree) abs(rel string) string { return filepath.Join(t.path, filepath.FromSlash(rel)) }
 
 // chmod sets the mode of e's file (mode bits as an Entry holds them),

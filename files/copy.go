@@ -11,6 +11,7 @@ import (
 	"os"
 	"syscall"
 
+	"github.com/sandbox-executor/sandbox-executor/internal/beneath"
 	"golang.org/x/sys/unix"
 )
 
@@ -97,7 +98,7 @@ func (c treeCopy) copyAt(srcDir int, name string, dstDir int, dstName, path stri
 	}
 	switch {
 	case isLink(st):
-		target, err := readlinkAt(srcDir, name)
+		target, err := beneath.Readlink(srcDir, name)
 		if err != nil {
 			return &fs.PathError{Op: "readlink", Path: path, Err: err}
 		}

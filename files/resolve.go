@@ -10,6 +10,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sandbox-executor/sandbox-executor/internal/beneath"
 )
 
 // Writes find their way one path element at a time, from the file
@@ -191,7 +193,7 @@ func (w *walker) follow(s *walk, name, op string, st *unix.Stat_t) error {
 	if w.links++; w.links > maxLinks {
 		return &fs.PathError{Op: op, Path: s.shown(name), Err: syscall.ELOOP}
 	}
-	target, err := readlinkAt(s.top(), name)
+	target, err := beneath.Readlink(s.top(), name)
 	if err != nil {
 		return &fs.PathError{Op: op, Path: s.shown(name), Err: err}
 	}
@@ -368,22 +370,4 @@ func dupFile(fd int, name string) (*os.File, error) {
 		return nil, &fs.PathError{Op: "dup", Path: name, Err: err}
 	}
 	return os.NewFile(uintptr(nfd), name), nil
-}
-
-// readlinkAt returns the target of the link name in dirfd.
-func readlinkAt(dirfd int, name string) (string, error) {
-	for size := 256; size <= 1<<16; size *= 4 {
-		buf := make([]byte, size)
-		n, err := unix.Readlinkat(dirfd, name, buf)
-		if err != nil {
-			return "", err
-		}
-		if n < size {
-			if n == 0 {
-				return "", syscall.ENOENT // an empty target resolves to nothing, as in the kernel
-			}
-			return string(buf[:n]), nil
-		}
-	}
-	return "", syscall.ENAMETOOLONG
 }

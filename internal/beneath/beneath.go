@@ -158,3 +158,23 @@ func retryErr(fn func() error) error {
 		}
 	}
 }
+
+// Readlink returns the target of the symbolic link name in the directory
+// dir. An empty target is ENOENT, as the kernel resolves it to nothing; a
+// target past 64 KiB is ENAMETOOLONG.
+func Readlink(dir int, name string) (string, error) {
+	for size := 256; size <= 1<<16; size *= 4 {
+		buf := make([]byte, size)
+		n, err := unix.Readlinkat(dir, name, buf)
+		if err != nil {
+			return "", err
+		}
+		if n < size {
+			if n == 0 {
+				return "", unix.ENOENT
+			}
+			return string(buf[:n]), nil
+		}
+	}
+	return "", unix.ENAMETOOLONG
+}

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -135,4 +136,23 @@ func mode(t *testing.T, p string) os.FileMode {
 	fi, err := os.Stat(p)
 	require.NoError(t, err)
 	return fi.Mode().Perm()
+}
+
+// Readlink reads a link's target, of any length up to 64 KiB.
+func TestReadlink(t *testing.T) {
+	root := t.TempDir()
+	long := strings.Repeat("x/", 1000) + "end" // past the first buffer
+	require.NoError(t, os.Symlink("target", filepath.Join(root, "short")))
+	require.NoError(t, os.Symlink(long, filepath.Join(root, "long")))
+	dir, err := unix.Open(root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	require.NoError(t, err)
+	defer unix.Close(dir)
+	got, err := Readlink(dir, "short")
+	require.NoError(t, err)
+	assert.Equal(t, "target", got)
+	got, err = Readlink(dir, "long")
+	require.NoError(t, err)
+	assert.Equal(t, long, got)
+	_, err = Readlink(dir, "missing")
+	assert.Equal(t, unix.ENOENT, err)
 }
