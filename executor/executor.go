@@ -120,10 +120,7 @@ func (r *Runner) startProcess(ctx context.Context, c Command, viaShell bool, buf
 	}
 	// Passing *os.File makes the child write straight into the pipes: no
 	// copying goroutine inside exec, and Wait does not wait for output.
-	if bufs.pool == &r.streamBufs {
-		// StartStream's readers take large chunks: its pipes hold as
-		// much as a pipe may, so that the command writes on while one is
-		// handed over.
+	if bufs.grow {
 		growPipe(outW)
 		growPipe(errW)
 	}
@@ -155,8 +152,8 @@ func (r *Runner) startProcess(ctx context.Context, c Command, viaShell bool, buf
 		cancelTimeout = func() { timer.Stop(); cancel() }
 	}
 	drain := r.drainDelay()
-	p.readers[0] = &pipeReader{f: outR, bufs: bufs, consume: stdout, drainDelay: drain, head: bufs.head}
-	p.readers[1] = &pipeReader{f: errR, bufs: bufs, consume: stderr, drainDelay: drain, head: bufs.head}
+	p.readers[0] = &pipeReader{f: outR, bufs: bufs, consume: stdout, drainDelay: drain}
+	p.readers[1] = &pipeReader{f: errR, bufs: bufs, consume: stderr, drainDelay: drain}
 	readers := make(chan struct{}, 2)
 	go p.readers[0].run(readers)
 	go p.readers[1].run(readers)

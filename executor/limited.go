@@ -34,9 +34,6 @@ func (r *Runner) Limit(cmd *exec.Cmd, l Limits) (*Limited, error) {
 	return &Limited{r: r, cmd: cmd, limits: l, leaf: leaf}, nil
 }
 
-// Limits returns the limits x applies.
-func (x *Limited) Limits() Limits { return x.limits }
-
 // Started closes what the start needed (the leaf's descriptor), whether
 // or not cmd.Start succeeded; if it did, it raises the command's
 // oom_score_adj above the agent's as Start does (Runner.OOMScoreAdj), so

@@ -45,10 +45,6 @@ type pipeReader struct {
 	bufs       buffers
 	consume    consumeFunc
 	drainDelay time.Duration
-	// head is how many bytes at the start of each buffer are left free:
-	// consume gets them before the bytes read, for a header of its own
-	// (see StartStream). Zero for Run's and Start's readers.
-	head int
 
 	exit atomic.Pointer[time.Time] // when the shell exited; set once, by Process.wait
 
@@ -106,8 +102,8 @@ func (pr *pipeReader) run(done chan<- struct{}) {
 			read += int64(n)
 			end += n
 			start := time.Now()
-			used := pr.consume(buf[:pr.head+end], start, false) - pr.head
-			end = copy(buf[pr.head:], buf[pr.head+used:pr.head+end])
+			used := pr.consume(buf[:pr.bufs.head+end], start, false) - pr.bufs.head
+			end = copy(buf[pr.bufs.head:], buf[pr.bufs.head+used:pr.bufs.head+end])
 			if end == 0 {
 				pr.bufs.put(buf)
 				buf = nil
@@ -129,7 +125,7 @@ func (pr *pipeReader) run(done chan<- struct{}) {
 		}
 	}
 	if end > 0 {
-		pr.consume(buf[:pr.head+end], time.Now(), true)
+		pr.consume(buf[:pr.bufs.head+end], time.Now(), true)
 	}
 }
 
@@ -149,7 +145,7 @@ func (pr *pipeReader) read(sc syscall.RawConn, buf *[]byte, end int) (int, error
 			*buf = pr.bufs.get()
 		}
 		for {
-			n, rerr = unix.Read(int(fd), (*buf)[pr.head+end:])
+			n, rerr = unix.Read(int(fd), (*buf)[pr.bufs.head+end:])
 			if rerr != unix.EINTR {
 				break
 			}
@@ -237,7 +233,14 @@ func pipeQueued(f *os.File) int {
 type buffers struct {
 	pool *sync.Pool // of *[]byte
 	size int
-	head int // the free bytes a buffer starts with; see pipeReader.head
+	// head is how many bytes at the start of each buffer are left free:
+	// consume gets them before the bytes read, for a header of its own
+	// (see StartStream). Zero for Run's and Start's readers.
+	head int
+	// grow makes the command's pipes as large as a pipe may be: readers
+	// that take large chunks (StartStream's) let the command write on
+	// while one is handed over.
+	grow bool
 }
 
 func (b buffers) get() []byte {

@@ -33,7 +33,7 @@ const streamReadSize = 1<<20 - 1<<10
 // ChunkFunc. When ctx ends, the process group is killed. Every chunk has
 // been handed to fn before Wait returns. Its errors are Run's.
 func (r *Runner) StartStream(ctx context.Context, c Command, head int, fn ChunkFunc) (*Process, error) {
-	return r.start(ctx, c, buffers{pool: &r.streamBufs, size: head + streamReadSize, head: head}, chunkConsumer(Stdout, head, fn), chunkConsumer(Stderr, head, fn))
+	return r.start(ctx, c, buffers{pool: &r.streamBufs, size: head + streamReadSize, head: head, grow: true}, chunkConsumer(Stdout, head, fn), chunkConsumer(Stderr, head, fn))
 }
 
 // chunkConsumer returns a consume function that hands everything read to
