@@ -119,7 +119,7 @@ func (c *copier) finish() error {
 	var full []*packWriter
 	for _, pw := range c.writers {
 		if len(pw.ents) == 0 {
-			_ = pw.discard()
+			pw.discard()
 		} else {
 			full = append(full, pw)
 		}
@@ -158,7 +158,7 @@ func syncPack(wg *sync.WaitGroup, pw *packWriter, err *error) {
 // abort removes every pack written, in tmp/ or packs/.
 func (c *copier) abort() {
 	for _, pw := range c.writers {
-		_ = pw.discard()
+		pw.discard()
 		_ = os.Remove(c.s.packPath(pw.name, ".idx"))
 		_ = os.Remove(c.s.packPath(pw.name, ".pack"))
 	}

@@ -140,13 +140,14 @@ func (s *Store) gc(touched map[string]bool) error {
 
 // compact copies pack name's live objects into a new pack, made durable
 // before the old one is removed (a crash between the two leaves both,
-// and Open takes either copy).
+// and Open takes either copy). s.op must be held: the live objects it
+// lists do not move until it has copied them.
 func (s *Store) compact(name string) error {
 	s.mu.Lock()
-	var live []string
+	live := map[string]loc{}
 	for sum, l := range s.locs {
 		if l.pack == name {
-			live = append(live, sum)
+			live[sum] = l
 		}
 	}
 	s.mu.Unlock()
@@ -161,14 +162,14 @@ func (s *Store) compact(name string) error {
 	}
 	moved := map[string]loc{}
 	buf := make([]byte, 256<<10)
-	for _, sum := range live {
-		l := s.locate(sum)
+	for sum, l := range live {
 		got, nl, err := pw.stream(newHash(), nil, io.NewSectionReader(src, l.off, l.n), buf)
 		if err == nil && got != sum {
 			err = fmt.Errorf("%w: pack %s holds %s where %s should be", ErrDamaged, name, got, sum)
 		}
 		if err != nil {
-			return errors.Join(err, pw.discard())
+			pw.discard()
+			return err
 		}
 		moved[sum] = nl
 	}
@@ -181,7 +182,8 @@ func (s *Store) compact(name string) error {
 		err = syncPath(s.packDir())
 	}
 	if err != nil {
-		return errors.Join(err, pw.discard())
+		pw.discard()
+		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -192,12 +194,6 @@ func (s *Store) compact(name string) error {
 	s.packs[pw.name] = info
 	s.removePack(name)
 	return nil
-}
-
-func (s *Store) locate(sum string) loc {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.locs[sum]
 }
 
 // openObject opens the content sum for reading; the caller closes it.

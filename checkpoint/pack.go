@@ -7,7 +7,6 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"hash"
 	"io"
@@ -98,7 +97,8 @@ func (s *Store) newPackWriter() (*packWriter, error) {
 	}
 	pw := &packWriter{name: name, f: f, w: bufio.NewWriterSize(f, 1<<20)}
 	if _, err := pw.w.WriteString(packMagic); err != nil {
-		return nil, errors.Join(err, pw.discard())
+		pw.discard()
+		return nil, err
 	}
 	pw.off = int64(len(packMagic))
 	return pw, nil
@@ -217,16 +217,15 @@ func (pw *packWriter) finish(s *Store) (*packInfo, error) {
 }
 
 // discard closes and removes the pack, wherever it got to.
-func (pw *packWriter) discard() error {
+func (pw *packWriter) discard() {
 	_ = pw.f.Close()
 	_ = os.Remove(pw.f.Name())
-	return nil
 }
 
 // writeIdx writes the index of pack name atomically, and returns its
 // size.
 func (s *Store) writeIdx(name string, ents []idxEnt) (int64, error) {
-	b := make([]byte, 0, len(idxMagic)+8+len(ents)*idxEntry+32)
+	b := make([]byte, 0, idxSize(len(ents)))
 	b = append(b, idxMagic...)
 	b = binary.BigEndian.AppendUint64(b, uint64(len(ents)))
 	for _, e := range ents {
@@ -240,12 +239,12 @@ func (s *Store) writeIdx(name string, ents []idxEnt) (int64, error) {
 	}
 	sum := sha256.Sum256(b)
 	b = append(b, sum[:]...)
-	return int64(len(b)), s.writeAtomic(s.packPath(name, ".idx"), "idx-", b, false)
+	return int64(len(b)), s.writeAtomic(s.packPath(name, ".idx"), "idx-", b)
 }
 
-// writeAtomic writes data to p through a temporary file, synced if sync.
-func (s *Store) writeAtomic(p, prefix string, data []byte, sync bool) error {
-	tmp, err := s.writeTemp(prefix, data, sync)
+// writeAtomic writes data to p through a temporary file, not synced.
+func (s *Store) writeAtomic(p, prefix string, data []byte) error {
+	tmp, err := s.writeTemp(prefix, data, false)
 	if err != nil {
 		return err
 	}

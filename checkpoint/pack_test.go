@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -160,7 +161,7 @@ func TestPackCrashConsistency(t *testing.T) {
 	require.NoError(t, os.Remove(filepath.Join(state, "checkpoints/manifests", lost.ID+".json")))
 	all, _ := packFiles(t, state)
 	for _, name := range all {
-		if !contains(keptPacks, name) {
+		if !slices.Contains(keptPacks, name) {
 			p := filepath.Join(state, "checkpoints/packs", name)
 			fi, err := os.Stat(p)
 			require.NoError(t, err)
@@ -223,15 +224,6 @@ func TestPackCrashConsistency(t *testing.T) {
 	assert.Equal(t, stored, s.Stored())
 	_, err = s.Restore(ctx, kept, true)
 	require.NoError(t, err)
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // TestPackOldLayout: a checkpoint an earlier agent stored one file per
