@@ -2,6 +2,7 @@ package server
 
 import (
 	"net/http"
+	"strconv"
 	"strings"
 )
 
@@ -90,6 +91,10 @@ func (rt *router) lookup(template string) *pathRoutes {
 	return p
 }
 
+// maxParams bounds the parameters of a template: match keeps their
+// values in an array of that size.
+const maxParams = 4
+
 // parseTemplate returns template's segments, or nil if it has no
 // parameter. A parameter is {name}, one segment; {name:[0-9]+}, one of
 // digits; or {name:.*}, the rest of the path. Any other pattern is a
@@ -100,6 +105,9 @@ func parseTemplate(template string) []segment {
 	}
 	parts := strings.Split(strings.TrimPrefix(template, "/"), "/")
 	segs := make([]segment, len(parts))
+	if strings.Count(template, "{") > maxParams {
+		panic("router: more than " + strconv.Itoa(maxParams) + " parameters in " + template)
+	}
 	for i, part := range parts {
 		inner, ok := strings.CutPrefix(part, "{")
 		if !ok {
@@ -135,13 +143,11 @@ func (p *pathRoutes) match(path string, r *http.Request) bool {
 	if !ok {
 		return false
 	}
-	var vals [4]string // a template has few parameters
+	var vals [maxParams]string
 	n := 0
 	for i, s := range p.segs {
 		if s.rest {
-			if n < len(vals) {
-				vals[n] = rest
-			}
+			vals[n] = rest
 			rest = ""
 			break
 		}
@@ -157,9 +163,7 @@ func (p *pathRoutes) match(path string, r *http.Request) bool {
 		case seg == "", s.digits && strings.Trim(seg, "0123456789") != "":
 			return false
 		default:
-			if n < len(vals) {
-				vals[n] = seg
-			}
+			vals[n] = seg
 			n++
 		}
 		rest = after
@@ -224,29 +228,5 @@ func (rt *router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		rt.MethodNotAllowedHandler.ServeHTTP(w, r)
 	default:
 		rt.NotFoundHandler.ServeHTTP(w, r)
-	}
-}
-
-// walk calls fn with each route's template and methods, nil for a route
-// that takes every method, in the order they were first registered:
-// exact paths after the templates with parameters.
-func (rt *router) walk(fn func(template string, methods []string)) {
-	each := func(p *pathRoutes) {
-		var ms []string
-		for m := range p.byMethod {
-			ms = append(ms, m)
-		}
-		if len(ms) > 0 {
-			fn(p.template, ms)
-		}
-		if p.any != nil {
-			fn(p.template, nil)
-		}
-	}
-	for _, p := range rt.patterns {
-		each(p)
-	}
-	for _, p := range rt.exact {
-		each(p)
 	}
 }

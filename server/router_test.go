@@ -84,3 +84,10 @@ func TestRouter(t *testing.T) {
 	_, ok = rt.Match(httptest.NewRequest("GET", "/run", nil))
 	assert.False(t, ok, "a 405 is no match")
 }
+
+// A template with more parameters than match keeps is refused when it is
+// registered, not when a request first matches it.
+func TestRouterTooManyParameters(t *testing.T) {
+	assert.Panics(t, func() { parseTemplate("/a/{b}/{c}/{d}/{e}/{f}") })
+	assert.NotPanics(t, func() { parseTemplate("/a/{b}/{c}/{d}/{e:.*}") })
+}
