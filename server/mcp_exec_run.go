@@ -17,8 +17,9 @@ func (s *Server) ExecFuncs() ExecFuncs {
 
 // execStart is exec: /run with yield_ms and "stdin": true for the agent's
 // own user. Its stdin stays open, so that a command still running at the
-// yield (a prompt, a REPL) takes exec_poll's input; one that ends within
-// it never notices.
+// yield (a prompt, a REPL) takes exec_poll's input; one that reads its
+// stdin to the end (cat, sort) waits for exec_poll's close_stdin, as the
+// tool's description says, and one that does not read it never notices.
 func (s *Server) execStart(ctx context.Context, c ExecStart) (ExecState, error) {
 	req := commandRequest{Cmd: c.Cmd, Cwd: c.Cwd, Env: c.Env, Session: c.Session, Stdin: true}
 	if c.Timeout > 0 {
