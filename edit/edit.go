@@ -137,20 +137,30 @@ func readFile(path string, o *files.Owner) ([]byte, string, error) {
 		return nil, "", err
 	}
 	defer f.Close()
-	if fi.IsDir() {
-		return nil, "", &fs.PathError{Op: "edit", Path: path, Err: errors.New("is a directory")}
-	}
-	if fi.Size() > maxFileBytes {
-		return nil, "", fmt.Errorf("%w: %s is over %d bytes", files.ErrTooLarge, path, maxFileBytes)
-	}
-	data, err := io.ReadAll(io.LimitReader(f, maxFileBytes+1))
+	data, err := readWhole(f, fi, path)
 	if err != nil {
 		return nil, "", err
 	}
-	if len(data) > maxFileBytes {
-		return nil, "", fmt.Errorf("%w: %s is over %d bytes", files.ErrTooLarge, path, maxFileBytes)
-	}
 	return data, files.ETag(fi), nil
+}
+
+// readWhole reads f, whose stat is fi and path path, whole: not a
+// directory, and at most maxFileBytes, before and as it is read.
+func readWhole(f io.Reader, fi fs.FileInfo, path string) ([]byte, error) {
+	if fi.IsDir() {
+		return nil, &fs.PathError{Op: "edit", Path: path, Err: errors.New("is a directory")}
+	}
+	if fi.Size() > maxFileBytes {
+		return nil, fmt.Errorf("%w: %s is over %d bytes", files.ErrTooLarge, path, maxFileBytes)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxFileBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > maxFileBytes {
+		return nil, fmt.Errorf("%w: %s is over %d bytes", files.ErrTooLarge, path, maxFileBytes)
+	}
+	return data, nil
 }
 
 // commit replaces the file at path with data, atomically, unless its

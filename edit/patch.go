@@ -195,7 +195,8 @@ func planOne(a action, root *patchRoot) (*change, error) {
 		return nil, err
 	}
 	c := &change{action: a.kind, path: path, dest: path, pathNamed: path, destNamed: path}
-	c.rel, c.destRel = root.rel(path), root.rel(path)
+	c.rel = root.rel(path)
+	c.destRel = c.rel
 	switch a.kind {
 	case "add":
 		if _, err := root.r.Lstat(c.rel); !errors.Is(err, fs.ErrNotExist) {

@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -92,19 +91,11 @@ func (p *patchRoot) read(rel, abs string) (data []byte, fi fs.FileInfo, target s
 	if fi, err = f.Stat(); err != nil {
 		return nil, nil, "", err
 	}
-	switch {
-	case fi.IsDir():
-		return nil, nil, "", &fs.PathError{Op: "edit", Path: abs, Err: errors.New("is a directory")}
-	case !fi.Mode().IsRegular():
+	if !fi.IsDir() && !fi.Mode().IsRegular() {
 		return nil, nil, "", &fs.PathError{Op: "edit", Path: abs, Err: fmt.Errorf("%w: %s", files.ErrNotRegular, fi.Mode().Type())}
-	case fi.Size() > maxFileBytes:
-		return nil, nil, "", fmt.Errorf("%w: %s is over %d bytes", files.ErrTooLarge, abs, maxFileBytes)
 	}
-	if data, err = io.ReadAll(io.LimitReader(f, maxFileBytes+1)); err != nil {
+	if data, err = readWhole(f, fi, abs); err != nil {
 		return nil, nil, "", err
-	}
-	if len(data) > maxFileBytes {
-		return nil, nil, "", fmt.Errorf("%w: %s is over %d bytes", files.ErrTooLarge, abs, maxFileBytes)
 	}
 	real, err := fdPath(f)
 	if err != nil {
