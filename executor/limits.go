@@ -229,11 +229,11 @@ func LimitTermination(res Result) (Termination, bool) {
 
 // RunHelper is the rlimit helper: args are HelperArg's, name=value
 // settings ("cpu", "fsize", "nofile"), then "--", the command's path and
-// its argv. It sets each limit, soft and hard (the CPU limit's hard one a
-// second above, so that SIGXCPU comes first), and replaces itself with the
-// command, keeping its environment. It never returns: if a limit cannot be
-// set or the command cannot be run, it says so on stderr and exits 126,
-// as a shell does for a command it cannot execute.
+// its argv. It sets each limit, soft and hard (see rlimitKinds), and
+// replaces itself with the command, keeping its environment. It never
+// returns: if a limit cannot be set or the command cannot be run, it says
+// so on stderr and exits 126, as a shell does for a command it cannot
+// execute.
 func RunHelper(args []string) {
 	err := helper(args)
 	fmt.Fprintln(os.Stderr, "sandbox-executor:", err)
@@ -253,19 +253,11 @@ func helper(args []string) error {
 		if err != nil {
 			return fmt.Errorf("rlimit helper: bad setting %q", a)
 		}
-		lim := syscall.Rlimit{Cur: n, Max: n}
-		var res int
-		switch name {
-		case "cpu":
-			res, lim.Max = unix.RLIMIT_CPU, n+1
-		case "fsize":
-			res = unix.RLIMIT_FSIZE
-		case "nofile":
-			res = unix.RLIMIT_NOFILE
-		default:
+		rl, ok := rlimitOf(name, n)
+		if !ok {
 			return fmt.Errorf("rlimit helper: unknown limit %q", name)
 		}
-		if err := syscall.Setrlimit(res, &lim); err != nil {
+		if err := unix.Setrlimit(rl.res, &rl.lim); err != nil {
 			return fmt.Errorf("setting %s to %d: %w", name, n, err)
 		}
 	}

@@ -52,18 +52,40 @@ type rlimit struct {
 	lim  unix.Rlimit
 }
 
-// rlimits returns the rlimits l sets, soft and hard; the CPU limit's hard
-// one is a second above, so that SIGXCPU comes before SIGKILL.
-func (l Limits) rlimits() []rlimit {
-	var out []rlimit
-	add := func(name string, res int, v, max int64) {
-		if v > 0 {
-			out = append(out, rlimit{name, res, unix.Rlimit{Cur: uint64(v), Max: uint64(max)}})
+// rlimitKinds are the rlimits a Limits sets, in order, by the names the
+// helper takes. The hard limit is the soft one plus slack: the CPU
+// limit's is a second above, so that SIGXCPU comes before SIGKILL.
+var rlimitKinds = [...]struct {
+	name  string
+	res   int
+	of    func(Limits) int64
+	slack uint64
+}{
+	{"cpu", unix.RLIMIT_CPU, func(l Limits) int64 { return l.CPUSeconds }, 1},
+	{"fsize", unix.RLIMIT_FSIZE, func(l Limits) int64 { return l.FileSizeBytes }, 0},
+	{"nofile", unix.RLIMIT_NOFILE, func(l Limits) int64 { return l.OpenFiles }, 0},
+}
+
+// rlimitOf returns the rlimit the helper's setting name=n stands for, and
+// false for a name it does not know.
+func rlimitOf(name string, n uint64) (rlimit, bool) {
+	for _, k := range rlimitKinds {
+		if k.name == name {
+			return rlimit{name, k.res, unix.Rlimit{Cur: n, Max: n + k.slack}}, true
 		}
 	}
-	add("cpu", unix.RLIMIT_CPU, l.CPUSeconds, l.CPUSeconds+1)
-	add("fsize", unix.RLIMIT_FSIZE, l.FileSizeBytes, l.FileSizeBytes)
-	add("nofile", unix.RLIMIT_NOFILE, l.OpenFiles, l.OpenFiles)
+	return rlimit{}, false
+}
+
+// rlimits returns the rlimits l sets, soft and hard (see rlimitKinds).
+func (l Limits) rlimits() []rlimit {
+	var out []rlimit
+	for _, k := range rlimitKinds {
+		if v := k.of(l); v > 0 {
+			rl, _ := rlimitOf(k.name, uint64(v))
+			out = append(out, rl)
+		}
+	}
 	return out
 }
 
