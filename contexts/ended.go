@@ -64,13 +64,14 @@ func startFailure(it *interp, res executor.Result, own bool, spec language, l ex
 	if own {
 		_, detail = endOf(res)
 	}
-	if line := it.earlyError(); line != "" {
+	line := it.earlyError()
+	if line != "" {
 		detail += ": " + line
 	}
 	// The rlimit helper says why it could not run the interpreter (not
 	// found, not executable by the user) as "sandbox-executor: ..." and
 	// exits 126: that is no limit's doing.
-	helperFailed := own && res.Code == 126 && strings.HasPrefix(it.earlyError(), "sandbox-executor:")
+	helperFailed := own && res.Code == 126 && strings.HasPrefix(line, "sandbox-executor:")
 	if !l.IsZero() && !helperFailed {
 		return fmt.Errorf("%w (%s): %s before it was ready; raise them", ErrLimitsTooLow, limitsText(l), detail)
 	}

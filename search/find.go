@@ -46,7 +46,8 @@ type FindReply struct {
 	ExcludedByDefault []string     `json:"excluded_by_default"`
 }
 
-const defaultMaxEntries = 1000
+// DefaultMaxEntries is a find's max_results if zero.
+const DefaultMaxEntries = 1000
 
 // A find cursor's line is cursorReturned: the entry it names was
 // returned; 0 means it is still to be looked at (a timeout).
@@ -131,7 +132,7 @@ func newFind(req FindRequest) (*finder, error) {
 		return nil, invalid("max_results and timeout must not be negative")
 	}
 	if f.maxResults == 0 {
-		f.maxResults = defaultMaxEntries
+		f.maxResults = DefaultMaxEntries
 	}
 	if req.Timeout > 0 {
 		f.timeout = time.Duration(req.Timeout * float64(time.Second))

@@ -64,7 +64,7 @@ type GrepReply struct {
 }
 
 const (
-	defaultMaxResults   = 200
+	DefaultMaxResults   = 200 // a grep's max_results if zero
 	defaultMaxFileBytes = 10 << 20
 	maxMaxFileBytes     = 256 << 20
 	defaultTimeout      = 30 * time.Second
@@ -191,7 +191,7 @@ func newGrep(req GrepRequest, emit func(Match) error) (*grep, error) {
 		return nil, invalid("max_file_bytes must be 0 to %d", maxMaxFileBytes)
 	}
 	if g.maxResults == 0 {
-		g.maxResults = defaultMaxResults
+		g.maxResults = DefaultMaxResults
 	}
 	if g.maxBytes == 0 {
 		g.maxBytes = defaultMaxFileBytes

@@ -45,7 +45,7 @@ func (s *Server) toolGrep() mcp.Tool {
 	props["ignore_case"] = mcp.Prop{Type: "boolean"}
 	props["include"] = mcp.Prop{Type: "array", StringValues: true, Description: "globs: if any, only files matching one are searched"}
 	props["context"] = mcp.Prop{Type: "integer", Description: "lines shown before and after each match", Minimum: mcp.Int(0), Maximum: mcp.Int(maxToolContext)}
-	props["max_results"] = mcp.Prop{Type: "integer", Description: "the most matches returned; 200 if absent", Minimum: mcp.Int(1), Maximum: mcp.Int(maxToolMatches)}
+	props["max_results"] = mcp.Prop{Type: "integer", Description: fmt.Sprintf("the most matches returned; %d if absent", search.DefaultMaxResults), Minimum: mcp.Int(1), Maximum: mcp.Int(maxToolMatches)}
 	props["max_file_bytes"] = mcp.Prop{Type: "integer", Description: "larger files are skipped; 10 MiB if absent", Minimum: mcp.Int(1), Maximum: mcp.Int(256 << 20)}
 	return mcp.Tool{
 		Name: "grep",
@@ -129,7 +129,7 @@ func grepSummary(req search.GrepRequest, rep *search.GrepReply, cutContext bool,
 		fmt.Fprintf(&b, "\n[context lines over %d bytes were cut, ending in …: read_file shows them whole]", search.MaxLineBytes)
 	}
 	if rep.Truncated {
-		b.WriteString("\n" + stoppedText("grep", req.MaxResults, 200, rep.StoppedBy, rep.Cursor, why))
+		b.WriteString("\n" + stoppedText("grep", req.MaxResults, search.DefaultMaxResults, rep.StoppedBy, rep.Cursor, why))
 	}
 	return b.String()
 }
@@ -175,7 +175,7 @@ func (s *Server) toolFindFiles() mcp.Tool {
 	props["path"] = mcp.Prop{Type: "string", Description: "the directory to search; the agent's working directory if absent"}
 	props["glob"] = mcp.Prop{Type: "string", Description: `gitignore-style: without "/" it matches a name at any depth, with one the path relative to path; "**" spans directories; everything if absent`}
 	props["type"] = mcp.Prop{Type: "string", Enum: []string{"file", "dir", "any"}, Description: "what to list; file if absent"}
-	props["max_results"] = mcp.Prop{Type: "integer", Description: "the most entries returned; 1000 if absent", Minimum: mcp.Int(1), Maximum: mcp.Int(maxToolFound)}
+	props["max_results"] = mcp.Prop{Type: "integer", Description: fmt.Sprintf("the most entries returned; %d if absent", search.DefaultMaxEntries), Minimum: mcp.Int(1), Maximum: mcp.Int(maxToolFound)}
 	return mcp.Tool{
 		Name: "find_files",
 		Description: "List the files (or directories) under a directory whose path matches a glob, in path order; " +
@@ -223,7 +223,7 @@ func (s *Server) callFindFiles(ctx context.Context, raw json.RawMessage) mcp.Res
 			if req.MaxResults != asked && rep.StoppedBy == search.StoppedMaxResults {
 				why = fmt.Sprintf("the reply's bound of %d bytes of text", maxToolOutput)
 			}
-			b.WriteString("\n" + stoppedText("find_files", req.MaxResults, 1000, rep.StoppedBy, rep.Cursor, why))
+			b.WriteString("\n" + stoppedText("find_files", req.MaxResults, search.DefaultMaxEntries, rep.StoppedBy, rep.Cursor, why))
 		}
 		return done(b.String(), rep)
 	}
