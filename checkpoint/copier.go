@@ -44,23 +44,27 @@ func (c *copier) put(t *tree, rel string, h hash.Hash, buf []byte, slot **packWr
 	if err != nil {
 		return "", 0, err
 	}
-	pw, err := c.writer(slot)
-	if err != nil {
-		return "", 0, err
-	}
 	if n < want {
 		h.Reset()
 		h.Write(buf[:n])
 		raw := h.Sum(nil)
 		sum := hex.EncodeToString(raw)
 		if !c.claim(sum) {
-			return sum, int64(n), nil
+			return sum, int64(n), nil // held already: no pack begun for it
+		}
+		pw, err := c.writer(slot)
+		if err != nil {
+			return "", 0, err
 		}
 		l, err := pw.add(raw, buf[:n])
 		c.mu.Lock()
 		c.copied[sum] = l
 		c.mu.Unlock()
 		return sum, int64(n), err
+	}
+	pw, err := c.writer(slot)
+	if err != nil {
+		return "", 0, err
 	}
 	start := pw.off
 	sum, l, err := pw.stream(h, buf[:n], f, buf)
