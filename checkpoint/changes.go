@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"sort"
 	"strings"
 
 	udiff "github.com/aymanbagabas/go-udiff"
@@ -49,9 +48,9 @@ func (s *Store) Changes(ctx context.Context, m *Manifest, withDiff bool) (*Chang
 		return nil, err
 	}
 	old := m.Files
-	if !sort.SliceIsSorted(old, func(i, j int) bool { return old[i].Rel < old[j].Rel }) {
+	if !slices.IsSortedFunc(old, byRel) {
 		old = slices.Clone(old) // a manifest written by hand
-		sort.Slice(old, func(i, j int) bool { return old[i].Rel < old[j].Rel })
+		slices.SortFunc(old, byRel)
 	}
 	ch := &Changes{Added: []string{}, Modified: []string{}, Deleted: []string{}, ModeChanged: []string{}}
 	var check, was []Entry // files whose size or mtime differ, now and then
@@ -86,7 +85,7 @@ func (s *Store) Changes(ctx context.Context, m *Manifest, withDiff bool) (*Chang
 			ch.Modified = append(ch.Modified, was[k].Rel)
 		}
 	}
-	sort.Strings(ch.Modified)
+	slices.Sort(ch.Modified)
 	if withDiff {
 		if err := s.diff(t, m, ch); err != nil {
 			return nil, err
